@@ -1,0 +1,55 @@
+# modelscale — every target a newcomer or CI needs. `make test` installs what the
+# tests need (venv, cluster binaries built from Go modules, Prometheus) and runs all.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+# Debian's own python3.11: Triton's Python-backend stub links Debian's libpython, and a
+# venv from another 3.11 build (pyenv's) makes model loading fail (FIELD-NOTES).
+PYTHON_BASE ?= /usr/bin/python3.11
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: help
+help: ## list targets
+	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk -F':.*?## ' '{printf "  %-16s %s\n", $$1, $$2}'
+
+$(PYTHON_BASE):
+	apt-get update -qq && apt-get install -y -qq python3.11 python3.11-venv python3.11-dev
+
+$(STAMP): pyproject.toml | $(PYTHON_BASE)
+	test -x $(PY) || $(PYTHON_BASE) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+.PHONY: venv
+venv: $(STAMP) ## create .venv with the package and dev tools
+
+.PHONY: lint
+lint: $(STAMP) ## ruff and the import-linter layering contracts
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check operator tests e2e
+	$(VENV)/bin/lint-imports
+
+.PHONY: typecheck
+typecheck: $(STAMP) ## mypy --strict on the package
+	$(PY) -m mypy
+
+.PHONY: unit
+unit: $(STAMP) ## unit tests of the pure core (no servers)
+	$(PY) -m pytest -q tests/unit
+
+CRD_FILE := crds/modeldeployments.modelscale.dev.yaml
+.PHONY: crds
+crds: $(STAMP) ## regenerate the CRD from the pydantic models (and the chart's copy)
+	$(PY) -m modelscale crd > $(CRD_FILE)
+	mkdir -p charts/modelscale/crds && cp $(CRD_FILE) charts/modelscale/crds/
+
+include e2e/e2e.mk
+-include bench/bench.mk
+
+.PHONY: test
+test: $(STAMP) cluster-tools ## everything: lint, types, unit, integration and e2e tests
+	$(MAKE) lint typecheck
+	$(PY) -m pytest -q -p no:cacheprovider

@@ -1,0 +1,5 @@
+import sys
+
+from modelscale.cli import main
+
+sys.exit(main())

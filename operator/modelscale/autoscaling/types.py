@@ -1,0 +1,81 @@
+"""The autoscaling policy's contract: what it is given and what it returns.
+
+Shared by the operator (handlers/), the simulator (simulate/) and `modelscale recommend`,
+so the same code decides everywhere. Times are float Unix seconds passed in by the
+caller: the policy never reads a clock. Everything here is pure data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+MissingMetricsBehaviour = Literal["Hold", "Floor"]
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    """The spec's scaling settings, reduced to what the policy needs."""
+
+    min_replicas: int = 1
+    max_replicas: int = 10
+    # Output tokens/s one warmed replica sustains while meeting the latency SLO.
+    target_tokens_per_replica: float = 1000.0
+    # P99 SLO of the chosen latency signal, in seconds.
+    latency_slo_seconds: float = 2.0
+    # Plan for at most this share of capacity (0 < headroom <= 1).
+    headroom: float = 0.8
+    # Horizon used until pod start-up has been measured (seconds).
+    default_horizon_seconds: float = 120.0
+    scale_up_stabilization_seconds: float = 0.0
+    scale_down_stabilization_seconds: float = 300.0
+    max_scale_up_step: int = 100
+    max_scale_down_step: int = 1
+    on_missing_metrics: MissingMetricsBehaviour = "Hold"
+    floor_replicas: int = 1
+    # A sample older than this (seconds) is stale.
+    stale_after_seconds: float = 60.0
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What was measured for one ModelDeployment at `now`; None means missing."""
+
+    now: float
+    token_rate: float | None  # output tokens/s summed over the ModelDeployment's pods
+    p99_seconds: float | None  # P99 of the configured latency signal
+    queue_depth: float | None
+    sample_time: float | None  # timestamp of the newest metric sample
+    warmed_replicas: int  # Ready and warmed: the only replicas that count as capacity
+    current_replicas: int  # replicas the child Deployment is set to now (incl. starting)
+    measured_horizon_seconds: float | None = None  # creation → warmed, median of recent pods
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One past recommendation, as kept in status (last N)."""
+
+    time: float
+    replicas: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class ScalingState:
+    """Everything the policy remembers between calls; lives in the resource's status so
+    a restarted operator continues where it stopped. Serialised with `to_dict`."""
+
+    last_scale_time: float | None = None
+    decisions: tuple[Decision, ...] = ()
+    # Learned parameters of forecasters and the capacity model, owned by autoscaling/.
+    model: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    replicas: int
+    reason: str  # CamelCase, e.g. "ForecastTokenRate", "LatencySLO", "MetricsStale"
+    message: str
+    forecast_token_rate: float | None = None
+    forecast_p99_seconds: float | None = None
+    horizon_seconds: float | None = None

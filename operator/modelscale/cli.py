@@ -1,0 +1,40 @@
+"""Command line: `modelscale <command>`. Each command lives with the code it drives;
+this module only dispatches, importing lazily so `modelscale crd` needs no cluster libs."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+# command -> (module, function taking argv and returning an exit code, help)
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "crd": ("modelscale.api.crd", "main", "print the ModelDeployment CRD YAML"),
+    "run": ("modelscale.handlers.run", "main", "run the operator"),
+    "recommend": (
+        "modelscale.handlers.recommend",
+        "main",
+        "print what the autoscaler would do now for NAMESPACE/NAME, and why",
+    ),
+    "simulate": ("modelscale.simulate.cli", "main", "replay a trace through the policies"),
+}
+
+
+def usage() -> str:
+    lines = ["usage: modelscale <command> [options]", "", "commands:"]
+    lines += [f"  {name:<10} {help_}" for name, (_, _, help_) in COMMANDS.items()]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if not args or args[0] in {"-h", "--help"}:
+        print(usage())
+        return 0 if args else 2
+    command, rest = args[0], args[1:]
+    if command not in COMMANDS:
+        print(f"modelscale: unknown command {command!r}\n\n{usage()}", file=sys.stderr)
+        return 2
+    module_name, func_name, _ = COMMANDS[command]
+    func = getattr(importlib.import_module(module_name), func_name)
+    result: int = func(rest)
+    return result
