@@ -1,0 +1,1 @@
+"""pytest fixtures for real servers (filled in by the cluster harness work)."""
