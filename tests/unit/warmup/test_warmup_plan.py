@@ -1,0 +1,413 @@
+"""The pure warm-up plan: inputs, verdicts, retries, scale-down order, start-up figures."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from modelscale.warmup import plan
+
+VLLM_METADATA = {
+    "name": "llm",
+    "versions": ["1"],
+    "platform": "vllm",
+    "inputs": [
+        {"name": "text_input", "datatype": "BYTES", "shape": [1]},
+        {"name": "stream", "datatype": "BOOL", "shape": [1]},
+        {"name": "sampling_parameters", "datatype": "BYTES", "shape": [1]},
+        {"name": "exclude_input_in_output", "datatype": "BOOL", "shape": [1]},
+        {"name": "lora_name", "datatype": "BYTES", "shape": [1]},
+    ],
+    "outputs": [{"name": "text_output", "datatype": "BYTES", "shape": [-1]}],
+}
+VLLM_CONFIG = {
+    "name": "llm",
+    "model_transaction_policy": {"decoupled": True},
+    "input": [
+        {"name": "text_input", "data_type": "TYPE_STRING", "dims": [1]},
+        {"name": "stream", "data_type": "TYPE_BOOL", "dims": [1], "optional": True},
+        {"name": "sampling_parameters", "data_type": "TYPE_STRING", "dims": [1], "optional": True},
+        {
+            "name": "exclude_input_in_output",
+            "data_type": "TYPE_BOOL",
+            "dims": [1],
+            "optional": True,
+        },
+        {"name": "lora_name", "data_type": "TYPE_STRING", "dims": [1], "optional": True},
+    ],
+}
+# gRPC's get_model_metadata(as_json=True) renders int64 dims as strings.
+NUMERIC_METADATA_GRPC = {
+    "name": "resnet",
+    "inputs": [
+        {"name": "INPUT__0", "datatype": "FP32", "shape": ["-1", "3", "4", "4"]},
+        {"name": "ids", "datatype": "INT64", "shape": ["2", "-1"]},
+    ],
+}
+
+
+def tensors_by_name(templates: tuple[plan.RequestTemplate, ...]) -> dict[str, plan.Tensor]:
+    assert len(templates) == 1
+    return {t.name: t for t in templates[0].tensors}
+
+
+def test_vllm_metadata_generates_prompt_sampling_and_no_stream() -> None:
+    inputs = plan.model_inputs(VLLM_METADATA, VLLM_CONFIG)
+    tensors = tensors_by_name(plan.plan_requests(settings=plan.WarmupSettings(), inputs=inputs))
+    # lora_name is optional and unknown: a prompt in it would fail every request.
+    assert set(tensors) == {
+        "text_input",
+        "stream",
+        "sampling_parameters",
+        "exclude_input_in_output",
+    }
+    assert tensors["text_input"].values == (plan.DEFAULT_PROMPT.encode(),)
+    assert tensors["stream"].values == (False,)
+    params = json.loads(tensors["sampling_parameters"].values[0])
+    assert 0 < params["max_tokens"] <= 16
+    assert all(t.shape == (1,) for t in tensors.values())
+    assert plan.is_decoupled(VLLM_CONFIG)
+
+
+def test_numeric_model_gets_ones_of_declared_shape_with_variable_dims_as_one() -> None:
+    inputs = plan.model_inputs(NUMERIC_METADATA_GRPC)
+    tensors = tensors_by_name(plan.plan_requests(settings=plan.WarmupSettings(), inputs=inputs))
+    assert tensors["INPUT__0"].shape == (1, 3, 4, 4)
+    assert tensors["INPUT__0"].values == (1.0,) * 48
+    assert tensors["ids"].shape == (2, 1)
+    assert tensors["ids"].values == (1, 1)
+    assert not plan.is_decoupled({"config": {"max_batch_size": 8}})
+
+
+@pytest.mark.parametrize(
+    ("metadata_input", "expected"),
+    [
+        pytest.param(
+            {"name": "max_tokens", "datatype": "INT32", "shape": [1]}, (8,), id="token-count"
+        ),
+        pytest.param({"name": "x", "datatype": "FP16", "shape": [2]}, (1.0, 1.0), id="fp16"),
+        pytest.param({"name": "flag", "datatype": "BOOL", "shape": [-1]}, (False,), id="bool"),
+        pytest.param(
+            {"name": "prompt", "datatype": "BYTES", "shape": [-1, 1]},
+            (plan.DEFAULT_PROMPT.encode(),),
+            id="batched-bytes",
+        ),
+    ],
+)
+def test_generated_values(metadata_input: dict[str, Any], expected: tuple[Any, ...]) -> None:
+    (inp,) = plan.model_inputs({"inputs": [metadata_input]})
+    assert plan.generate_tensor(inp).values == expected
+
+
+def test_explicit_requests_use_metadata_types_and_fill_missing_inputs() -> None:
+    spec = {
+        "model": {"name": "llm"},
+        "warmUp": {
+            "requests": [
+                {"inputs": {"text_input": "hello", "sampling_parameters": {"max_tokens": 4}}},
+                {"inputs": [{"name": "text_input", "data": ["bye"], "shape": [1]}]},
+            ],
+            "autoGenerate": True,
+        },
+    }
+    settings = plan.settings_from_spec(spec)
+    templates = plan.plan_requests(
+        settings=settings, inputs=plan.model_inputs(VLLM_METADATA, VLLM_CONFIG)
+    )
+    first = {t.name: t for t in templates[0].tensors}
+    assert first["text_input"].values == (b"hello",)
+    assert json.loads(first["sampling_parameters"].values[0]) == {"max_tokens": 4}
+    assert first["stream"].values == (False,)
+    second = {t.name: t for t in templates[1].tensors}
+    assert second["text_input"].values == (b"bye",)
+    assert "sampling_parameters" in second
+
+
+@pytest.mark.parametrize(
+    ("requests", "auto_generate", "message"),
+    [
+        pytest.param([{"inputs": {"nope": "x"}}], True, "does not have: nope", id="unknown-input"),
+        pytest.param(
+            [{"inputs": {"stream": "x"}}],
+            False,
+            "lacks required inputs: text_input",
+            id="missing-required",
+        ),
+        pytest.param(
+            [{"inputs": [{"name": "text_input", "data": "x", "datatype": "FP32"}]}],
+            True,
+            "is BYTES in the model",
+            id="wrong-type",
+        ),
+        pytest.param([], False, "neither requests nor autoGenerate", id="nothing-to-send"),
+    ],
+)
+def test_bad_explicit_requests_are_plan_errors(
+    requests: list[Any], auto_generate: bool, message: str
+) -> None:
+    settings = plan.settings_from_spec(
+        {"warmUp": {"requests": requests, "autoGenerate": auto_generate}}
+    )
+    with pytest.raises(plan.PlanError, match=message):
+        plan.plan_requests(settings=settings, inputs=plan.model_inputs(VLLM_METADATA, VLLM_CONFIG))
+
+
+def test_numeric_explicit_request_resolves_variable_dims_from_data() -> None:
+    settings = plan.settings_from_spec(
+        {
+            "warmUp": {
+                "requests": [{"inputs": {"ids": [[3, 4, 5], [6, 7, 8]]}}],
+                "autoGenerate": True,
+            }
+        }
+    )
+    templates = plan.plan_requests(
+        settings=settings, inputs=plan.model_inputs(NUMERIC_METADATA_GRPC)
+    )
+    ids = {t.name: t for t in templates[0].tensors}["ids"]
+    assert ids.shape == (2, 3)
+    assert ids.values == (3, 4, 5, 6, 7, 8)
+
+
+def test_settings_defaults_and_mapping() -> None:
+    assert plan.settings_from_spec({}) == plan.WarmupSettings()
+    settings = plan.settings_from_spec(
+        {
+            "warmUp": {
+                "enabled": False,
+                "protocol": "grpc",
+                "count": 50,
+                "concurrency": 4,
+                "timeoutSeconds": 60,
+                "maxAttempts": 2,
+                "success": {"stableLastN": 3, "maxLatencyFactor": 2.0},
+            }
+        }
+    )
+    assert settings == plan.WarmupSettings(
+        enabled=False,
+        protocol="GRPC",
+        count=50,
+        concurrency=4,
+        timeout_seconds=60.0,
+        max_attempts=2,
+        success=plan.SuccessCriteria(stable_last_n=3, max_latency_factor=2.0),
+    )
+
+
+def ok(*latencies: float) -> list[plan.Sample]:
+    return [plan.Sample(ok=True, latency_seconds=x) for x in latencies]
+
+
+CRITERIA = plan.WarmupSettings(
+    count=10, success=plan.SuccessCriteria(stable_last_n=3, max_latency_factor=1.5)
+)
+
+
+@pytest.mark.parametrize(
+    ("samples", "expected_reason"),
+    [
+        pytest.param(ok(2.0, 0.1, 0.1), None, id="too-few-to-judge-beyond-cold"),
+        pytest.param(ok(2.0, 0.1, 0.1, 0.1), plan.REASON_WARMED_UP, id="stable-after-cold"),
+        pytest.param(ok(2.0, 1.0, 0.5, 0.25), None, id="still-getting-faster"),
+        pytest.param(ok(0.1, 0.1, 0.3), None, id="last-one-too-slow"),
+        pytest.param(ok(0.001, 0.001, 0.004), plan.REASON_WARMED_UP, id="jitter-under-noise-floor"),
+        pytest.param(
+            [*ok(0.1, 0.1), plan.Sample(ok=False, latency_seconds=0.1, error="boom")],
+            plan.REASON_REQUEST_FAILED,
+            id="any-failure-fails",
+        ),
+        pytest.param(ok(*[0.1, 1.0] * 5), plan.REASON_NOT_STABLE, id="budget-spent-unstable"),
+    ],
+)
+def test_judge(samples: list[plan.Sample], expected_reason: str | None) -> None:
+    result = plan.judge(samples=samples, settings=CRITERIA, duration_seconds=3.0)
+    assert (result.reason if result else None) == expected_reason
+    if result is not None:
+        assert result.ok == (expected_reason == plan.REASON_WARMED_UP)
+        assert result.requests == len(samples)
+
+
+def test_success_message_carries_the_figures() -> None:
+    result = plan.judge(samples=ok(2.0, 0.1, 0.1, 0.1), settings=CRITERIA, duration_seconds=2.3)
+    assert result is not None
+    assert result.message == (
+        "warmed up with 4 requests in 2.3 s; median latency 100 ms over the last 3 "
+        "(first request 2000 ms)"
+    )
+    assert result.median_latency_seconds == pytest.approx(0.1)
+    assert result.first_latency_seconds == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize(
+    ("attempt", "delay"),
+    [
+        pytest.param(0, 0.0, id="first-try"),
+        pytest.param(1, 10.0, id="after-one-failure"),
+        pytest.param(3, 40.0, id="doubles"),
+        pytest.param(20, 300.0, id="capped"),
+    ],
+)
+def test_backoff(attempt: int, delay: float) -> None:
+    assert plan.backoff_seconds(attempt=attempt) == delay
+
+
+def test_give_up_after_max_attempts() -> None:
+    settings = plan.WarmupSettings(max_attempts=3)
+    assert [plan.should_give_up(attempts=a, settings=settings) for a in (1, 2, 3)] == [
+        False,
+        False,
+        True,
+    ]
+
+
+def test_deletion_cost_orders_starting_then_warming_then_least_loaded() -> None:
+    pods = {
+        "busy": plan.deletion_cost(containers_ready=True, warmed=True, load=12.5),
+        "idle": plan.deletion_cost(containers_ready=True, warmed=True, load=0.5),
+        "unknown-load": plan.deletion_cost(containers_ready=True, warmed=True, load=None),
+        "warming": plan.deletion_cost(containers_ready=True, warmed=False, load=50.0),
+        "starting": plan.deletion_cost(containers_ready=False, warmed=False, load=None),
+    }
+    # The ReplicaSet removes the lowest cost first.
+    assert sorted(pods, key=pods.__getitem__) == [
+        "starting",
+        "warming",
+        "unknown-load",
+        "idle",
+        "busy",
+    ]
+    assert all(-(2**31) <= c < 2**31 for c in pods.values())
+
+
+@pytest.mark.parametrize(
+    ("prev", "cur", "rate"),
+    [
+        pytest.param((100, 0.0), (160, 30.0), 2.0, id="rate"),
+        pytest.param((100, 0.0), (5, 30.0), None, id="counter-reset"),
+        pytest.param((100, 30.0), (100, 30.0), None, id="same-sample"),
+    ],
+)
+def test_request_rate(
+    prev: tuple[float, float], cur: tuple[float, float], rate: float | None
+) -> None:
+    assert (
+        plan.request_rate(previous_count=prev[0], previous_time=prev[1], count=cur[0], time=cur[1])
+        == rate
+    )
+
+
+def pod(
+    name: str,
+    *,
+    created: str,
+    ready_at: str | None = None,
+    warmed_at: str | None = None,
+    md: str = "llm",
+    namespace: str = "ns",
+    annotations: dict[str, str] | None = None,
+    ip: str | None = "198.18.0.10",
+) -> dict[str, Any]:
+    conditions = []
+    if ready_at:
+        conditions.append(
+            {"type": "ContainersReady", "status": "True", "lastTransitionTime": ready_at}
+        )
+    if warmed_at:
+        conditions.append(
+            {"type": plan.CONDITION_TYPE, "status": "True", "lastTransitionTime": warmed_at}
+        )
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": f"uid-{name}",
+            "creationTimestamp": created,
+            "labels": {plan.MD_LABEL: md},
+            "annotations": annotations or {},
+        },
+        "status": {"podIP": ip, "conditions": conditions},
+    }
+
+
+def test_pod_facts_and_needs_warmup() -> None:
+    warming = plan.pod_facts(
+        pod("a", created="2026-01-01T00:00:00Z", ready_at="2026-01-01T00:01:30Z")
+    )
+    assert warming.containers_ready and not warming.warmed
+    assert plan.seconds_to_ready(warming) == 90.0
+    assert plan.needs_warmup(warming)
+    warmed = plan.pod_facts(
+        pod(
+            "b",
+            created="2026-01-01T00:00:00Z",
+            ready_at="2026-01-01T00:01:30Z",
+            warmed_at="2026-01-01T00:02:00Z",
+        )
+    )
+    assert not plan.needs_warmup(warmed)
+    starting = plan.pod_facts(pod("c", created="2026-01-01T00:00:00Z"))
+    assert not plan.needs_warmup(starting)
+
+
+def test_condition_keeps_transition_time_while_status_unchanged() -> None:
+    first = plan.warmed_condition(
+        status=False,
+        reason=plan.REASON_REQUEST_FAILED,
+        message="x",
+        now=1_700_000_000.0,
+        previous=None,
+    )
+    assert first["lastTransitionTime"] == "2023-11-14T22:13:20Z"
+    again = plan.warmed_condition(
+        status=False, reason=plan.REASON_TIMEOUT, message="y", now=1_700_000_100.0, previous=first
+    )
+    assert again["lastTransitionTime"] == first["lastTransitionTime"]
+    flipped = plan.warmed_condition(
+        status=True, reason=plan.REASON_WARMED_UP, message="z", now=1_700_000_200.0, previous=again
+    )
+    assert flipped["lastTransitionTime"] == "2023-11-14T22:16:40Z"
+    assert plan.status_patch(flipped) == {"status": {"conditions": [flipped]}}
+
+
+def test_stats_take_median_of_recent_pods_of_one_modeldeployment() -> None:
+    pods = [
+        # Annotated figures win over condition times (they survive container restarts).
+        pod(
+            "a",
+            created="2026-01-01T00:00:00Z",
+            ready_at="2026-01-01T00:00:40Z",
+            annotations={
+                plan.ANNOTATION_SECONDS_TO_READY: "30",
+                plan.ANNOTATION_SECONDS_TO_WARM: "45",
+            },
+        ),
+        pod(
+            "b",
+            created="2026-01-01T00:10:00Z",
+            ready_at="2026-01-01T00:11:00Z",
+            warmed_at="2026-01-01T00:11:20Z",
+        ),
+        pod("c", created="2026-01-01T00:20:00Z", ready_at="2026-01-01T00:20:50Z"),
+        pod(
+            "other-md",
+            created="2026-01-01T00:30:00Z",
+            md="other",
+            annotations={plan.ANNOTATION_SECONDS_TO_READY: "999"},
+        ),
+        pod(
+            "other-ns",
+            created="2026-01-01T00:30:00Z",
+            namespace="elsewhere",
+            annotations={plan.ANNOTATION_SECONDS_TO_READY: "999"},
+        ),
+    ]
+    stats = plan.warmup_stats_for(md_namespace="ns", md_name="llm", pods=pods)
+    assert stats == plan.StartupStats(
+        samples_ready=3, samples_warm=2, median_seconds_to_ready=50.0, median_seconds_to_warm=62.5
+    )
+    newest_two = plan.warmup_stats_for(md_namespace="ns", md_name="llm", pods=pods, recent=2)
+    assert newest_two.median_seconds_to_ready == 55.0
+    empty = plan.warmup_stats_for(md_namespace="ns", md_name="none", pods=pods)
+    assert empty.median_seconds_to_warm is None
