@@ -53,6 +53,9 @@ KNOWN_OPTIONAL_INPUTS = frozenset(
 # Latencies closer than this to their median are equal: sub-5 ms jitter on a busy node is
 # scheduler noise, not a cold model, and would otherwise keep a fast model "unstable".
 LATENCY_NOISE_FLOOR_SECONDS = 0.005
+# A model still getting faster after `count` requests gets up to this many times `count`
+# before the attempt fails: the API's `count` is "requests per pod", not a hard stop.
+EXTRA_REQUESTS_FACTOR = 4
 
 NUMERIC_TYPES = frozenset(
     {"INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16", "UINT32", "UINT64"}
@@ -71,7 +74,7 @@ class PlanError(ValueError):
 @dataclass(frozen=True)
 class SuccessCriteria:
     # The last N latencies must lie within factor × their median.
-    stable_last_n: int = 5
+    stable_last_n: int = 3
     max_latency_factor: float = 1.5
 
 
@@ -86,21 +89,24 @@ class ExplicitInput:
 @dataclass(frozen=True)
 class ExplicitRequest:
     inputs: tuple[ExplicitInput, ...]
+    outputs: tuple[str, ...] = ()
+    parameters: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class WarmupSettings:
-    """The spec's `warmUp` block, reduced to what a warm-up needs."""
+    """The spec's `warmUp` block, reduced to what a warm-up needs (defaults as the API's)."""
 
     enabled: bool = True
-    protocol: Protocol = "HTTP"
+    protocol: Protocol = "GRPC"
     requests: tuple[ExplicitRequest, ...] = ()
     auto_generate: bool = True
-    # Budget: at most this many requests per attempt; stop earlier once stable.
-    count: int = 32
-    concurrency: int = 1
-    # Bounds one attempt: waiting for the model plus all requests.
-    timeout_seconds: float = 300.0
+    # Requests sent per attempt; more (up to EXTRA_REQUESTS_FACTOR × count) while the
+    # latencies have not settled yet.
+    count: int = 8
+    concurrency: int = 2
+    # Per request; also bounds the wait for the server and model to be ready.
+    timeout_seconds: float = 60.0
     max_attempts: int = 3
     success: SuccessCriteria = field(default_factory=SuccessCriteria)
 
@@ -135,7 +141,20 @@ def _explicit_requests(raw: Any) -> tuple[ExplicitRequest, ...]:
             raise PlanError("a warm-up request needs `inputs`")
         inputs: list[ExplicitInput] = []
         if isinstance(raw_inputs, Mapping):
-            inputs = [ExplicitInput(name=str(k), data=v) for k, v in raw_inputs.items()]
+            for key, value in raw_inputs.items():
+                if isinstance(value, Mapping) and "data" in value and "datatype" in value:
+                    # The API's form: {name: {datatype, shape, data}}.
+                    shape = _get(value, "shape")
+                    inputs.append(
+                        ExplicitInput(
+                            name=str(key),
+                            data=value["data"],
+                            datatype=str(value["datatype"]),
+                            shape=tuple(int(d) for d in shape) if shape is not None else None,
+                        )
+                    )
+                else:
+                    inputs.append(ExplicitInput(name=str(key), data=value))
         else:
             for raw_input in raw_inputs:
                 m = _as_mapping(raw_input)
@@ -148,7 +167,13 @@ def _explicit_requests(raw: Any) -> tuple[ExplicitRequest, ...]:
                         shape=tuple(int(d) for d in shape) if shape is not None else None,
                     )
                 )
-        out.append(ExplicitRequest(inputs=tuple(inputs)))
+        out.append(
+            ExplicitRequest(
+                inputs=tuple(inputs),
+                outputs=tuple(str(o) for o in _get(item_map, "outputs") or ()),
+                parameters=dict(_as_mapping(_get(item_map, "parameters"))),
+            )
+        )
     return tuple(out)
 
 
@@ -226,6 +251,8 @@ class Tensor:
 @dataclass(frozen=True)
 class RequestTemplate:
     tensors: tuple[Tensor, ...]
+    outputs: tuple[str, ...] = ()  # empty: all outputs
+    parameters: Mapping[str, Any] = field(default_factory=dict)  # request parameters
 
 
 def model_inputs(
@@ -376,7 +403,13 @@ def plan_requests(
                 tensors += generated_for(missing)
             elif required := [i.name for i in missing if not i.optional]:
                 raise PlanError(f"warm-up request lacks required inputs: {', '.join(required)}")
-            templates.append(RequestTemplate(tensors=tuple(tensors)))
+            templates.append(
+                RequestTemplate(
+                    tensors=tuple(tensors),
+                    outputs=request.outputs,
+                    parameters=request.parameters,
+                )
+            )
         return tuple(templates)
     if not settings.auto_generate:
         raise PlanError("warm-up is enabled but has neither requests nor autoGenerate")
@@ -446,7 +479,9 @@ def judge(
         )
     n = max(1, settings.success.stable_last_n)
     median = statistics.median(latencies[-n:]) if latencies else None
-    if is_stable(latencies, settings.success):
+    if len(samples) >= minimum_requests(settings=settings) and is_stable(
+        latencies, settings.success
+    ):
         assert median is not None and first is not None
         return WarmupResult(
             ok=True,
@@ -462,7 +497,7 @@ def judge(
             first_latency_seconds=first,
             latencies=latencies,
         )
-    if len(samples) >= max(settings.count, n):
+    if len(samples) >= budget(settings=settings):
         spread = (
             f"; last {n} between {_ms(min(latencies[-n:]))} and {_ms(max(latencies[-n:]))}"
             if len(latencies) >= n
@@ -499,9 +534,14 @@ def failure(
     )
 
 
-def budget(*, settings: WarmupSettings) -> int:
-    """Most requests one attempt may send."""
+def minimum_requests(*, settings: WarmupSettings) -> int:
+    """Requests one attempt sends at least: `count` (and never fewer than N)."""
     return max(settings.count, settings.success.stable_last_n, 1)
+
+
+def budget(*, settings: WarmupSettings) -> int:
+    """Most requests one attempt may send: `count`, then more while latencies still fall."""
+    return minimum_requests(settings=settings) * EXTRA_REQUESTS_FACTOR
 
 
 # ---------------------------------------------------------------------------------------

@@ -172,6 +172,7 @@ def test_numeric_explicit_request_resolves_variable_dims_from_data() -> None:
 
 def test_settings_defaults_and_mapping() -> None:
     assert plan.settings_from_spec({}) == plan.WarmupSettings()
+    assert plan.budget(settings=plan.WarmupSettings(count=8)) == 32
     settings = plan.settings_from_spec(
         {
             "warmUp": {
@@ -201,7 +202,7 @@ def ok(*latencies: float) -> list[plan.Sample]:
 
 
 CRITERIA = plan.WarmupSettings(
-    count=10, success=plan.SuccessCriteria(stable_last_n=3, max_latency_factor=1.5)
+    count=4, success=plan.SuccessCriteria(stable_last_n=3, max_latency_factor=1.5)
 )
 
 
@@ -209,16 +210,24 @@ CRITERIA = plan.WarmupSettings(
     ("samples", "expected_reason"),
     [
         pytest.param(ok(2.0, 0.1, 0.1), None, id="too-few-to-judge-beyond-cold"),
+        pytest.param(ok(0.1, 0.1, 0.1), None, id="stable-but-count-not-reached"),
         pytest.param(ok(2.0, 0.1, 0.1, 0.1), plan.REASON_WARMED_UP, id="stable-after-cold"),
         pytest.param(ok(2.0, 1.0, 0.5, 0.25), None, id="still-getting-faster"),
-        pytest.param(ok(0.1, 0.1, 0.3), None, id="last-one-too-slow"),
-        pytest.param(ok(0.001, 0.001, 0.004), plan.REASON_WARMED_UP, id="jitter-under-noise-floor"),
+        pytest.param(
+            ok(3.0, 2.0, 1.0, 0.5, 0.1, 0.1, 0.1),
+            plan.REASON_WARMED_UP,
+            id="beyond-count-until-stable",
+        ),
+        pytest.param(ok(0.1, 0.1, 0.1, 0.3), None, id="last-one-too-slow"),
+        pytest.param(
+            ok(0.001, 0.001, 0.001, 0.004), plan.REASON_WARMED_UP, id="jitter-under-noise-floor"
+        ),
         pytest.param(
             [*ok(0.1, 0.1), plan.Sample(ok=False, latency_seconds=0.1, error="boom")],
             plan.REASON_REQUEST_FAILED,
             id="any-failure-fails",
         ),
-        pytest.param(ok(*[0.1, 1.0] * 5), plan.REASON_NOT_STABLE, id="budget-spent-unstable"),
+        pytest.param(ok(*[0.1, 1.0] * 8), plan.REASON_NOT_STABLE, id="budget-spent-unstable"),
     ],
 )
 def test_judge(samples: list[plan.Sample], expected_reason: str | None) -> None:
@@ -411,3 +420,39 @@ def test_stats_take_median_of_recent_pods_of_one_modeldeployment() -> None:
     assert newest_two.median_seconds_to_ready == 55.0
     empty = plan.warmup_stats_for(md_namespace="ns", md_name="none", pods=pods)
     assert empty.median_seconds_to_warm is None
+
+
+def test_settings_from_the_api_model_and_its_request_form() -> None:
+    from modelscale.api import v1alpha1  # noqa: PLC0415
+
+    spec = v1alpha1.ModelDeploymentSpec.model_validate(
+        {
+            "model": {"name": "toy_llm", "repository": "/models"},
+            "warmUp": {
+                "protocol": "HTTP",
+                "count": 4,
+                "requests": [
+                    {
+                        "inputs": {
+                            "text_input": {"datatype": "BYTES", "shape": [1], "data": ["hi"]}
+                        },
+                        "parameters": {"max_tokens": 4},
+                    }
+                ],
+            },
+        }
+    )
+    settings = plan.settings_from_spec(spec)
+    assert plan.model_name_from_spec(spec) == "toy_llm"
+    assert (settings.protocol, settings.count, settings.concurrency) == ("HTTP", 4, 2)
+    assert settings.success == plan.SuccessCriteria(stable_last_n=3, max_latency_factor=1.5)
+    (template,) = plan.plan_requests(
+        settings=settings, inputs=plan.model_inputs(VLLM_METADATA, VLLM_CONFIG)
+    )
+    assert template.parameters == {"max_tokens": 4}
+    assert {t.name: t.values for t in template.tensors}["text_input"] == (b"hi",)
+    # Defaults of the API and of the pure settings agree.
+    default = v1alpha1.ModelDeploymentSpec.model_validate(
+        {"model": {"name": "m", "repository": "/models"}}
+    )
+    assert plan.settings_from_spec(default) == plan.WarmupSettings()
