@@ -1,0 +1,254 @@
+"""The ModelDeployment models: what a user writes is accepted with working defaults, and a
+bad spec is refused with a message the user can act on."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pytest
+from modelscale.api import v1alpha1
+from modelscale.api.v1alpha1 import ModelDeployment, ModelDeploymentSpec
+from pydantic import ValidationError
+
+
+def body(**spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "modelscale.dev/v1alpha1",
+        "kind": "ModelDeployment",
+        "metadata": {"name": "llama", "namespace": "serving", "uid": "u-1", "generation": 3},
+        "spec": {"model": {"name": "llama", "repository": "s3://models"}, **spec},
+    }
+
+
+class FrozenMapping(Mapping[str, Any]):
+    """Stands in for kopf.Body: a read-only Mapping whose nested dicts are Mappings too."""
+
+    def __init__(self, data: Mapping[str, Any]) -> None:
+        self._data = data
+
+    def __getitem__(self, key: str) -> Any:
+        value = self._data[key]
+        return FrozenMapping(value) if isinstance(value, dict) else value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+def test_minimal_spec_gets_defaults_for_a_vllm_triton_on_one_gpu() -> None:
+    md = ModelDeployment.model_validate(body())
+    spec = md.spec
+    assert (md.name, md.namespace, md.metadata.generation) == ("llama", "serving", 3)
+    assert spec.model.backend == "vllm"
+    assert "vllm" in spec.server.image and "tritonserver" in spec.server.image
+    assert (spec.server.gpus, spec.server.gpu_resource_name) == (1, "nvidia.com/gpu")
+    assert (spec.min_replicas, spec.max_replicas, spec.replicas) == (1, 10, None)
+    assert spec.scaling.mode == "Predictive"
+    assert spec.scaling.targets.latency_slo.signal == "TimeToFirstToken"
+    assert spec.scaling.targets.headroom == 0.8
+    assert (spec.scaling.scale_down.stabilization_seconds, spec.scaling.scale_down.max_step) == (
+        300.0,
+        1,
+    )
+    assert spec.scaling.on_missing_metrics.behaviour == "Hold"
+    assert spec.warm_up.enabled and spec.warm_up.auto_generate and spec.warm_up.count == 8
+    assert spec.placement.anti_affinity == "Preferred" and spec.placement.spread_across_zones
+    assert spec.disruption.max_unavailable == 1
+    assert md.status is None
+
+
+def test_a_kopf_body_like_mapping_with_extra_metadata_is_accepted() -> None:
+    raw = body()
+    raw["metadata"]["managedFields"] = [{"manager": "kubectl"}]
+    raw["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
+    raw["status"] = {"replicas": 2, "kopf": {"progress": {}}, "conditions": []}
+    md = ModelDeployment.model_validate(FrozenMapping(raw))
+    assert md.metadata.uid == "u-1"
+    assert md.status is not None and md.status.replicas == 2
+
+
+def test_snake_case_names_work_in_python_and_camel_case_is_written_out() -> None:
+    spec = ModelDeploymentSpec.model_validate(
+        {"model": {"name": "m", "repository": "/models"}, "min_replicas": 2, "maxReplicas": 4}
+    )
+    out = v1alpha1.to_api(spec)
+    assert (out["minReplicas"], out["maxReplicas"]) == (2, 4)
+    assert "replicas" not in out  # None is never written
+    assert out["scaling"]["targets"]["latencySLO"]["p99Seconds"] == 2.0
+    assert ModelDeploymentSpec.model_validate(out) == spec
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        pytest.param({"minReplicas": 5, "maxReplicas": 2}, v1alpha1.MSG_MIN_MAX, id="min>max"),
+        pytest.param(
+            {"replicas": 20, "maxReplicas": 4}, v1alpha1.MSG_REPLICAS_BOUNDS, id="replicas>max"
+        ),
+        pytest.param(
+            {"replicas": 0, "minReplicas": 1}, v1alpha1.MSG_REPLICAS_BOUNDS, id="replicas<min"
+        ),
+        pytest.param({"server": {"gpus": -1}}, "greater than or equal to 0", id="negative-gpus"),
+        pytest.param(
+            {"scaling": {"mode": "Reactive"}},
+            "'Predictive', 'RecommendOnly' or 'External'",
+            id="unknown-mode",
+        ),
+        pytest.param(
+            {"scaling": {"targets": {"latencySLO": {"p99Seconds": 0}}}},
+            "greater than 0",
+            id="slo-zero",
+        ),
+        pytest.param(
+            {"scaling": {"targets": {"headroom": 1.5}}}, "less than or equal to 1", id="headroom>1"
+        ),
+        pytest.param(
+            {"scaling": {"targets": {"headroom": 0}}}, "greater than 0", id="headroom-zero"
+        ),
+        pytest.param(
+            {"scaling": {"targets": {"tokensPerSecondPerReplica": -3}}},
+            "greater than 0",
+            id="negative-capacity",
+        ),
+        pytest.param(
+            {"scaling": {"onMissingMetrics": {"behaviour": "Floor"}}},
+            v1alpha1.MSG_FLOOR,
+            id="floor-without-replicas",
+        ),
+        pytest.param(
+            {"warmUp": {"autoGenerate": False}},
+            v1alpha1.MSG_WARMUP_INPUTS,
+            id="warmup-without-inputs",
+        ),
+        pytest.param(
+            {"warmUp": {"count": 2, "success": {"stableLastN": 3}}},
+            v1alpha1.MSG_STABLE_N,
+            id="stable-n>count",
+        ),
+        pytest.param(
+            {"disruption": {"maxUnavailable": "half"}},
+            v1alpha1.MSG_MAX_UNAVAILABLE,
+            id="bad-percent",
+        ),
+        pytest.param(
+            {"disruption": {"maxUnavailable": -1}},
+            v1alpha1.MSG_MAX_UNAVAILABLE,
+            id="negative-unavailable",
+        ),
+        pytest.param(
+            {"server": {"drainSeconds": 60, "terminationGracePeriodSeconds": 30}},
+            v1alpha1.MSG_DRAIN,
+            id="drain>=grace",
+        ),
+        pytest.param(
+            {"placement": {"antiAffinity": "Always"}},
+            "'Preferred', 'Required' or 'None'",
+            id="unknown-anti-affinity",
+        ),
+        pytest.param({"model": {"name": "m"}}, "repository", id="missing-repository"),
+        pytest.param({"server": {"gpu": 2}}, "Extra inputs are not permitted", id="typo-field"),
+    ],
+)
+def test_invalid_spec_is_refused_with_a_readable_message(
+    spec: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ValidationError) as err:
+        ModelDeployment.model_validate(body(**spec))
+    assert message in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        pytest.param({"minReplicas": 0, "maxReplicas": 1}, id="scale-to-zero-floor"),
+        pytest.param(
+            {"replicas": 3, "minReplicas": 1, "maxReplicas": 3, "scaling": {"mode": "External"}},
+            id="external-at-max",
+        ),
+        pytest.param({"server": {"gpus": 0, "image": "tritonserver:cpu"}}, id="cpu-only"),
+        pytest.param({"disruption": {"maxUnavailable": "25%"}}, id="percent-unavailable"),
+        pytest.param({"disruption": {"maxUnavailable": 0}}, id="no-voluntary-disruption"),
+        pytest.param(
+            {"scaling": {"onMissingMetrics": {"behaviour": "Floor", "floorReplicas": 2}}},
+            id="floor",
+        ),
+        pytest.param({"warmUp": {"enabled": False, "autoGenerate": False}}, id="warmup-disabled"),
+        pytest.param(
+            {
+                "warmUp": {
+                    "autoGenerate": False,
+                    "requests": [
+                        {
+                            "inputs": {
+                                "text_input": {"datatype": "BYTES", "shape": [1], "data": ["hi"]}
+                            },
+                            "parameters": {"max_tokens": 16},
+                        }
+                    ],
+                }
+            },
+            id="explicit-warmup-request",
+        ),
+        pytest.param(
+            {
+                "server": {
+                    "env": [
+                        {
+                            "name": "HF_TOKEN",
+                            "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}},
+                        }
+                    ],
+                    "podTemplate": {
+                        "volumes": [
+                            {"name": "m", "persistentVolumeClaim": {"claimName": "models"}}
+                        ],
+                        "volumeMounts": [{"name": "m", "mountPath": "/models"}],
+                        "runtimeClassName": "nvidia",
+                    },
+                }
+            },
+            id="env-secret-and-pvc",
+        ),
+    ],
+)
+def test_valid_spec_is_accepted(spec: dict[str, Any]) -> None:
+    ModelDeployment.model_validate(body(**spec))
+
+
+@pytest.mark.parametrize(
+    ("ts", "text"),
+    [
+        pytest.param(0.0, "1970-01-01T00:00:00Z", id="epoch"),
+        pytest.param(1_800_000_000.0, "2027-01-15T08:00:00Z", id="2027"),
+    ],
+)
+def test_status_times_are_rfc3339(ts: float, text: str) -> None:
+    assert v1alpha1.to_rfc3339(ts) == text
+    assert v1alpha1.from_rfc3339(text) == ts
+
+
+def test_status_round_trips_with_free_form_policy_state() -> None:
+    status = v1alpha1.ModelDeploymentStatus.model_validate(
+        {
+            "observedGeneration": 2,
+            "replicas": 3,
+            "selector": "modelscale.dev/modeldeployment=llama",
+            "conditions": [{"type": "Available", "status": "True", "reason": "Warmed"}],
+            "autoscaling": {
+                "currentTokenRate": 812.5,
+                "decisions": [{"time": "2026-01-01T00:00:00Z", "replicas": 3, "reason": "Up"}],
+                "state": {"holt": {"level": 1.0, "trend": [0.1, 0.2]}},
+            },
+        }
+    )
+    out = v1alpha1.to_api(status)
+    assert out["autoscaling"]["state"] == {"holt": {"level": 1.0, "trend": [0.1, 0.2]}}
+    assert out["conditions"][0] == {
+        "type": "Available",
+        "status": "True",
+        "reason": "Warmed",
+        "message": "",
+    }
