@@ -1,0 +1,1 @@
+"""Pure decisions of the reconcile pass: status, conditions, replicas to apply."""

@@ -1,0 +1,147 @@
+"""From a ModelDeployment to the policy's inputs, and from its recommendation to what the
+operator writes. Pure: the scaling loop in handlers/ does the I/O around it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from modelscale.api.v1alpha1 import ModelDeployment, ModelDeploymentSpec, to_rfc3339
+from modelscale.autoscaling.types import Observation, PolicyConfig, Recommendation, ScalingState
+from modelscale.control import conditions
+from modelscale.control.conditions import Condition
+from modelscale.control.pods import PodFacts
+
+# Reasons for the ScalingActive condition.
+SCALING_ACTIVE = "Active"
+SCALING_RECOMMEND_ONLY = "RecommendOnly"
+SCALING_EXTERNAL = "External"
+METRICS_UNAVAILABLE = "MetricsUnavailable"
+METRIC_REASONS = frozenset({"MetricsMissing", "MetricsStale"})
+
+
+def policy_config(spec: ModelDeploymentSpec) -> PolicyConfig:
+    s = spec.scaling
+    missing = s.on_missing_metrics
+    return PolicyConfig(
+        min_replicas=spec.min_replicas,
+        max_replicas=spec.max_replicas,
+        target_tokens_per_replica=s.targets.tokens_per_second_per_replica,
+        latency_slo_seconds=s.targets.latency_slo.p99_seconds,
+        headroom=s.targets.headroom,
+        default_horizon_seconds=s.forecast.horizon_seconds,
+        scale_up_stabilization_seconds=s.scale_up.stabilization_seconds,
+        scale_down_stabilization_seconds=s.scale_down.stabilization_seconds,
+        max_scale_up_step=s.scale_up.max_step,
+        max_scale_down_step=s.scale_down.max_step,
+        on_missing_metrics=missing.behaviour,
+        floor_replicas=missing.floor_replicas if missing.floor_replicas is not None else 0,
+        stale_after_seconds=missing.stale_after_seconds,
+    )
+
+
+@dataclass(frozen=True)
+class Signals:
+    """What Prometheus said about one ModelDeployment this cycle (None: no data)."""
+
+    token_rate: float | None = None
+    p99_seconds: float | None = None
+    queue_depth: float | None = None
+    sample_time: float | None = None
+
+
+def observation(
+    md: ModelDeployment,
+    *,
+    signals: Signals,
+    pods: Sequence[PodFacts],
+    current_replicas: int,
+    measured_horizon: float | None,
+    now: float,
+) -> Observation:
+    live = [p for p in pods if not p.terminating]
+    use_measured = md.spec.scaling.forecast.use_measured_horizon
+    return Observation(
+        now=now,
+        token_rate=signals.token_rate,
+        p99_seconds=signals.p99_seconds,
+        queue_depth=signals.queue_depth,
+        sample_time=signals.sample_time,
+        # Only warmed, Ready pods are capacity: a pod still loading serves nothing.
+        warmed_replicas=sum(p.ready and p.warmed for p in live),
+        current_replicas=current_replicas,
+        measured_horizon_seconds=measured_horizon if use_measured else None,
+    )
+
+
+def previous_state(md: ModelDeployment) -> ScalingState:
+    auto = md.status.autoscaling if md.status else None
+    return ScalingState.from_dict(auto.state if auto else None)
+
+
+def should_actuate(md: ModelDeployment, rec: Recommendation, *, current: int) -> bool:
+    return md.spec.scaling.mode == "Predictive" and rec.replicas != current
+
+
+def scaling_condition(md: ModelDeployment, rec: Recommendation) -> Condition:
+    mode = md.spec.scaling.mode
+    if rec.reason in METRIC_REASONS:
+        return Condition(
+            conditions.SCALING_ACTIVE, "False", METRICS_UNAVAILABLE, f"{rec.reason}: {rec.message}"
+        )
+    if mode == "RecommendOnly":
+        return Condition(
+            conditions.SCALING_ACTIVE,
+            "False",
+            SCALING_RECOMMEND_ONLY,
+            f"recommending {rec.replicas} replicas without acting ({rec.reason})",
+        )
+    if mode == "External":
+        return Condition(
+            conditions.SCALING_ACTIVE, "False", SCALING_EXTERNAL, "spec.replicas decides"
+        )
+    return Condition(conditions.SCALING_ACTIVE, "True", SCALING_ACTIVE, rec.message)
+
+
+def _round(value: float | None, digits: int = 3) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def status_patch(
+    md: ModelDeployment,
+    *,
+    obs: Observation,
+    rec: Recommendation,
+    state: ScalingState,
+    desired: int | None,
+    now: float,
+) -> dict[str, Any]:
+    """The scaling loop's part of status: `autoscaling`, `desiredReplicas` (when acting)
+    and the ScalingActive condition, merged into the conditions other writers own."""
+    existing = [c.model_dump(by_alias=True) for c in md.status.conditions] if md.status else []
+    autoscaling: dict[str, Any] = {
+        "currentTokenRate": _round(obs.token_rate, 1),
+        "predictedTokenRate": _round(rec.forecast_token_rate, 1),
+        "currentP99Seconds": _round(obs.p99_seconds),
+        "predictedP99Seconds": _round(rec.forecast_p99_seconds),
+        "horizonSeconds": _round(rec.horizon_seconds, 1),
+        "recommendedReplicas": rec.replicas,
+        "reason": rec.reason,
+        "message": rec.message,
+        "lastScaleTime": to_rfc3339(state.last_scale_time) if state.last_scale_time else None,
+        "decisions": [
+            {"time": to_rfc3339(d.time), "replicas": d.replicas, "reason": d.reason}
+            for d in state.decisions[-10:]
+        ],
+        "state": state.to_dict(),
+    }
+    patch: dict[str, Any] = {
+        "autoscaling": autoscaling,
+        "conditions": conditions.merge(
+            existing, [scaling_condition(md, rec)], now=now, generation=md.metadata.generation
+        ),
+    }
+    if desired is not None:
+        patch["desiredReplicas"] = desired
+    return patch

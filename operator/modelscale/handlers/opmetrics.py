@@ -1,0 +1,50 @@
+"""The operator's own metrics (Prometheus format on --metrics-port)."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+DECISIONS = Counter(
+    "modelscale_autoscaler_decisions",
+    "Autoscaler recommendations by reason",
+    ["reason"],
+)
+SCALE_EVENTS = Counter(
+    "modelscale_autoscaler_scale_events",
+    "Replica changes the autoscaler applied",
+    ["namespace", "modeldeployment", "direction"],
+)
+DESIRED = Gauge(
+    "modelscale_autoscaler_recommended_replicas",
+    "Replicas the policy recommends",
+    ["namespace", "modeldeployment"],
+)
+FORECAST_TOKEN_RATE = Gauge(
+    "modelscale_autoscaler_forecast_token_rate",
+    "Forecast output tokens/s at the horizon",
+    ["namespace", "modeldeployment"],
+)
+CURRENT_TOKEN_RATE = Gauge(
+    "modelscale_autoscaler_current_token_rate",
+    "Observed output tokens/s",
+    ["namespace", "modeldeployment"],
+)
+HORIZON = Gauge(
+    "modelscale_autoscaler_horizon_seconds",
+    "Forecast horizon in use",
+    ["namespace", "modeldeployment"],
+)
+LOOP_SECONDS = Histogram(
+    "modelscale_autoscaler_loop_duration_seconds",
+    "Wall time of one scaling pass over all ModelDeployments",
+    buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
+LOOP_CPU_SECONDS = Counter(
+    "modelscale_autoscaler_loop_cpu_seconds",
+    "CPU time spent in scaling passes (thread time)",
+)
+MODELDEPLOYMENTS = Gauge(
+    "modelscale_autoscaler_modeldeployments", "ModelDeployments seen by the last pass"
+)
+QUERIES = Counter("modelscale_prometheus_queries", "Prometheus queries issued")
+QUERY_ERRORS = Counter("modelscale_prometheus_query_errors", "Prometheus queries that failed")

@@ -1,0 +1,13 @@
+"""Kubernetes API client configuration: in a pod, the ServiceAccount; else KUBECONFIG."""
+
+from __future__ import annotations
+
+from kubernetes import client, config
+
+
+def load() -> client.ApiClient:
+    try:
+        config.load_incluster_config()
+    except config.ConfigException:
+        config.load_kube_config()
+    return client.ApiClient()
