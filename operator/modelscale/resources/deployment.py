@@ -1,0 +1,241 @@
+"""The Deployment that runs the Triton pods of a ModelDeployment.
+
+Choices a reader might question:
+- Rolling updates surge one pod and take none down (`maxSurge: 1, maxUnavailable: 0`): with
+  the warm-up readiness gate, a new pod counts as available only once warmed, so a rollout
+  never removes serving capacity before its replacement is warm.
+- The startup probe gives the model `server.startupTimeoutSeconds` to download and load
+  before the liveness probe may restart the container; readiness and liveness then probe
+  Triton's own `/v2/health/ready` and `/v2/health/live`.
+- preStop sleeps `server.drainSeconds` (the kubelet's built-in sleep action, so the image
+  needs no shell): the endpoint controllers remove the terminating pod from Services before
+  Triton stops accepting requests. Triton then gets what is left of the grace period
+  (`--exit-timeout-secs`) to finish in-flight requests.
+- The server loads only `model.name` (`--model-control-mode=explicit --load-model=NAME`),
+  so `/v2/health/ready` means "this model is loaded". A user arg with the same flag replaces
+  the operator's (e.g. `--model-control-mode=poll`).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import Any
+
+from modelscale.api import v1alpha1
+from modelscale.api.v1alpha1 import ModelDeployment
+from modelscale.resources import names
+
+CONTAINER = "triton"
+ZONE_KEY = "topology.kubernetes.io/zone"
+PROBE_PERIOD_SECONDS = 10
+
+
+def build(md: ModelDeployment, *, replicas: int) -> dict[str, Any]:
+    """The complete desired Deployment with `replicas` pods."""
+    server = md.spec.server
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": names.metadata(md, name=names.deployment(md)),
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": names.selector(md)},
+            "strategy": {
+                "type": "RollingUpdate",
+                "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+            },
+            "revisionHistoryLimit": 5,
+            # A rollout is "stuck" only after a pod could have loaded and warmed up.
+            "progressDeadlineSeconds": server.startup_timeout_seconds + 600,
+            "template": pod_template(md),
+        },
+    }
+
+
+def pod_template(md: ModelDeployment) -> dict[str, Any]:
+    server = md.spec.server
+    override = server.pod_template or v1alpha1.PodTemplateOverride()
+    spec: dict[str, Any] = {
+        "containers": [container(md)],
+        "readinessGates": [{"conditionType": v1alpha1.WARMED_UP_CONDITION}],
+        "terminationGracePeriodSeconds": server.termination_grace_period_seconds,
+        "enableServiceLinks": False,
+    }
+    if server.service_account_name:
+        spec["serviceAccountName"] = server.service_account_name
+    else:
+        # Triton never talks to the Kubernetes API: no token in the pod.
+        spec["automountServiceAccountToken"] = False
+    if server.image_pull_secrets:
+        spec["imagePullSecrets"] = [{"name": name} for name in server.image_pull_secrets]
+    if server.node_selector:
+        spec["nodeSelector"] = dict(server.node_selector)
+    if server.tolerations:
+        spec["tolerations"] = copy.deepcopy(server.tolerations)
+    if server.priority_class_name:
+        spec["priorityClassName"] = server.priority_class_name
+    if override.runtime_class_name:
+        spec["runtimeClassName"] = override.runtime_class_name
+    if override.security_context is not None:
+        spec["securityContext"] = copy.deepcopy(override.security_context)
+    affinity = _affinity(md)
+    if affinity:
+        spec["affinity"] = affinity
+    if md.spec.placement.spread_across_zones:
+        spec["topologySpreadConstraints"] = [
+            {
+                "maxSkew": 1,
+                "topologyKey": ZONE_KEY,
+                "whenUnsatisfiable": "ScheduleAnyway",
+                "labelSelector": {"matchLabels": names.selector(md)},
+                # Count only pods of the same rollout revision.
+                "matchLabelKeys": ["pod-template-hash"],
+            }
+        ]
+    volumes = _volumes(md)
+    if volumes:
+        spec["volumes"] = volumes
+    return {
+        "metadata": {
+            # The operator's own labels and annotations win over the override's.
+            "labels": {**override.labels, **names.labels(md)},
+            "annotations": {**override.annotations, **names.SCRAPE_ANNOTATIONS},
+        },
+        "spec": spec,
+    }
+
+
+def triton_args(md: ModelDeployment) -> list[str]:
+    """`tritonserver` arguments: the operator's, then the user's; a user flag replaces ours."""
+    server = md.spec.server
+    exit_timeout = max(1, server.termination_grace_period_seconds - server.drain_seconds - 5)
+    ours = [
+        ("--model-repository", md.spec.model.repository),
+        ("--model-control-mode", "explicit"),
+        ("--load-model", md.spec.model.name),
+        ("--http-port", str(names.PORTS["http"])),
+        ("--grpc-port", str(names.PORTS["grpc"])),
+        ("--metrics-port", str(names.PORTS["metrics"])),
+        ("--allow-metrics", "true"),
+        ("--metrics-config", "summary_latencies=true"),
+        ("--exit-timeout-secs", str(exit_timeout)),
+    ]
+    user_flags = {arg.split("=", 1)[0] for arg in server.args if arg.startswith("--")}
+    if "--model-control-mode" in user_flags:
+        user_flags.add("--load-model")  # the user decides what is loaded
+    return [f"{flag}={value}" for flag, value in ours if flag not in user_flags] + list(server.args)
+
+
+def container(md: ModelDeployment) -> dict[str, Any]:
+    server = md.spec.server
+    override = server.pod_template or v1alpha1.PodTemplateOverride()
+    result: dict[str, Any] = {
+        "name": CONTAINER,
+        "image": server.image,
+        "imagePullPolicy": server.image_pull_policy,
+        "command": ["tritonserver"],
+        "args": triton_args(md),
+        "ports": [
+            {"name": port_name, "containerPort": port, "protocol": "TCP"}
+            for port_name, port in names.PORTS.items()
+        ],
+        "resources": _resources(md),
+        "startupProbe": _probe(
+            "/v2/health/ready",
+            failure_threshold=math.ceil(server.startup_timeout_seconds / PROBE_PERIOD_SECONDS),
+        ),
+        "readinessProbe": _probe("/v2/health/ready", period=5, failure_threshold=3),
+        "livenessProbe": _probe("/v2/health/live", failure_threshold=6),
+    }
+    if server.env:
+        result["env"] = [
+            {
+                key: value
+                for key, value in (
+                    ("name", e.name),
+                    ("value", e.value),
+                    ("valueFrom", copy.deepcopy(e.value_from)),
+                )
+                if value is not None
+            }
+            for e in server.env
+        ]
+    if server.drain_seconds > 0:
+        result["lifecycle"] = {"preStop": {"sleep": {"seconds": server.drain_seconds}}}
+    mounts = _volume_mounts(md)
+    if mounts:
+        result["volumeMounts"] = mounts
+    if override.container_security_context is not None:
+        result["securityContext"] = copy.deepcopy(override.container_security_context)
+    return result
+
+
+def _probe(path: str, *, failure_threshold: int, period: int = PROBE_PERIOD_SECONDS) -> Any:
+    return {
+        "httpGet": {"path": path, "port": "http"},
+        "periodSeconds": period,
+        "timeoutSeconds": 5,
+        "failureThreshold": failure_threshold,
+    }
+
+
+def _resources(md: ModelDeployment) -> dict[str, Any]:
+    server = md.spec.server
+    result: dict[str, dict[str, Any]] = {}
+    for kind, values in (
+        ("requests", server.resources.requests),
+        ("limits", server.resources.limits),
+    ):
+        quantities: dict[str, Any] = {}
+        if values.cpu:
+            quantities["cpu"] = values.cpu
+        if values.memory:
+            quantities["memory"] = values.memory
+        if server.gpus > 0:
+            # Extended resources: requests must equal limits.
+            quantities[server.gpu_resource_name] = str(server.gpus)
+        if quantities:
+            result[kind] = quantities
+    return result
+
+
+def _affinity(md: ModelDeployment) -> dict[str, Any]:
+    placement = md.spec.placement
+    term = {
+        "labelSelector": {"matchLabels": names.selector(md)},
+        "topologyKey": placement.topology_key,
+    }
+    if placement.anti_affinity == "Required":
+        return {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    if placement.anti_affinity == "Preferred":
+        return {
+            "podAntiAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 100, "podAffinityTerm": term}
+                ]
+            }
+        }
+    return {}
+
+
+def _volumes(md: ModelDeployment) -> list[dict[str, Any]]:
+    server = md.spec.server
+    volumes: list[dict[str, Any]] = []
+    if server.shm_size:
+        volumes.append(
+            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": server.shm_size}}
+        )
+    if server.pod_template:
+        volumes += copy.deepcopy(server.pod_template.volumes)
+    return volumes
+
+
+def _volume_mounts(md: ModelDeployment) -> list[dict[str, Any]]:
+    server = md.spec.server
+    mounts: list[dict[str, Any]] = []
+    if server.shm_size:
+        mounts.append({"name": "dshm", "mountPath": "/dev/shm"})
+    if server.pod_template:
+        mounts += copy.deepcopy(server.pod_template.volume_mounts)
+    return mounts
