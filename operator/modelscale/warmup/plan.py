@@ -8,6 +8,7 @@ write, deletion costs and start-up statistics.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import statistics
@@ -446,7 +447,9 @@ def _ms(seconds: float) -> str:
 
 
 def is_stable(latencies: Sequence[float], criteria: SuccessCriteria) -> bool:
-    """The last N latencies lie within factor × their median (both ways)."""
+    """The last N latencies lie within factor × their median (both ways), and they are not
+    still falling step by step: a cold start that decays gradually (caches filling) stays
+    within a loose factor from one request to the next while the model is still warming."""
     n = max(1, criteria.stable_last_n)
     if len(latencies) < n:
         return False
@@ -454,7 +457,12 @@ def is_stable(latencies: Sequence[float], criteria: SuccessCriteria) -> bool:
     median = statistics.median(window)
     high = median * criteria.max_latency_factor + LATENCY_NOISE_FLOOR_SECONDS
     low = median / criteria.max_latency_factor - LATENCY_NOISE_FLOOR_SECONDS
-    return all(low <= x <= high for x in window)
+    within = all(low <= x <= high for x in window)
+    still_falling = n > 1 and all(
+        later < earlier - LATENCY_NOISE_FLOOR_SECONDS
+        for earlier, later in itertools.pairwise(window)
+    )
+    return within and not still_falling
 
 
 def judge(

@@ -219,6 +219,11 @@ CRITERIA = plan.WarmupSettings(
             id="beyond-count-until-stable",
         ),
         pytest.param(ok(0.1, 0.1, 0.1, 0.3), None, id="last-one-too-slow"),
+        # Within 1.5x of each other but still falling request by request.
+        pytest.param(ok(1.04, 0.88, 0.71, 0.54), None, id="gradual-decay-still-falling"),
+        pytest.param(
+            ok(1.04, 0.88, 0.71, 0.54, 0.55), plan.REASON_WARMED_UP, id="decay-levelled-off"
+        ),
         pytest.param(
             ok(0.001, 0.001, 0.001, 0.004), plan.REASON_WARMED_UP, id="jitter-under-noise-floor"
         ),

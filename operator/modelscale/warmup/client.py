@@ -1,0 +1,365 @@
+"""The tritonclient adapter: warm one Triton server up with real inference requests.
+
+Blocking code (tritonclient's HTTP client is gevent-based, its gRPC client blocks): call it
+from a thread, never from an async handler. What to send and when to stop is decided by the
+pure `warmup.plan`; this module only talks to the server and measures.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+from prometheus_client.parser import text_string_to_metric_families
+
+from modelscale.warmup import plan
+
+log = logging.getLogger(__name__)
+
+POLL_SECONDS = 0.5
+
+
+class StoppedError(Exception):
+    """The caller asked the warm-up to stop (its pod is going away)."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where the model is served: the pod IP and Triton's ports."""
+
+    host: str
+    model: str
+    http_port: int = 8000
+    grpc_port: int = 8001
+    metrics_port: int = 8002
+    model_version: str = ""
+
+
+class _Client(Protocol):
+    def is_server_live(self) -> bool: ...
+    def is_server_ready(self) -> bool: ...
+    def is_model_ready(self, model_name: str, model_version: str = "") -> bool: ...
+    def close(self) -> None: ...
+
+
+def _url(target: Target, protocol: plan.Protocol) -> str:
+    port = target.http_port if protocol == "HTTP" else target.grpc_port
+    host = f"[{target.host}]" if ":" in target.host else target.host
+    return f"{host}:{port}"
+
+
+def _connect(target: Target, protocol: plan.Protocol, timeout: float) -> Any:
+    if protocol == "HTTP":
+        import tritonclient.http as httpclient  # noqa: PLC0415 (gevent: import only if used)
+
+        return httpclient.InferenceServerClient(
+            _url(target, protocol), connection_timeout=timeout, network_timeout=timeout
+        )
+    import tritonclient.grpc as grpcclient  # noqa: PLC0415
+
+    return grpcclient.InferenceServerClient(_url(target, protocol))
+
+
+def _numpy(tensor: plan.Tensor) -> Any:
+    from tritonclient.utils import triton_to_np_dtype  # noqa: PLC0415
+
+    dtype = np.object_ if tensor.datatype == "BYTES" else triton_to_np_dtype(tensor.datatype)
+    return np.array(list(tensor.values), dtype=dtype).reshape(tensor.shape)
+
+
+def _build_inputs(template: plan.RequestTemplate, protocol: plan.Protocol) -> tuple[Any, Any]:
+    if protocol == "HTTP":
+        import tritonclient.http as mod  # noqa: PLC0415
+    else:
+        import tritonclient.grpc as mod  # noqa: PLC0415
+    inputs = []
+    for tensor in template.tensors:
+        inp = mod.InferInput(tensor.name, list(tensor.shape), tensor.datatype)
+        inp.set_data_from_numpy(_numpy(tensor))
+        inputs.append(inp)
+    outputs = [mod.InferRequestedOutput(name) for name in template.outputs] or None
+    return inputs, outputs
+
+
+def _wait_ready(
+    *, target: Target, protocol: plan.Protocol, deadline: float, stop: threading.Event
+) -> tuple[Any, str]:
+    """A connected client once server and model are ready; raises TimeoutError with the
+    last thing that was not ready."""
+    last = "not tried"
+    client: Any = None
+    try:
+        while True:
+            if stop.is_set():
+                raise StoppedError
+            try:
+                if client is None:
+                    client = _connect(target, protocol, timeout=5.0)
+                if not client.is_server_live():
+                    last = "server not live"
+                elif not client.is_server_ready():
+                    last = "server not ready"
+                elif not client.is_model_ready(target.model, target.model_version):
+                    last = f"model {target.model!r} not ready"
+                else:
+                    ready_client, client = client, None
+                    return ready_client, last
+            except Exception as err:  # connection refused, DNS, gRPC UNAVAILABLE, ...
+                last = f"{type(err).__name__}: {str(err)[:200]}"
+                if client is not None:
+                    client.close()
+                    client = None
+            if time.monotonic() >= deadline:
+                raise TimeoutError(last)
+            stop.wait(POLL_SECONDS)
+    finally:
+        if client is not None:
+            client.close()
+
+
+def _metadata(client: Any, *, target: Target, protocol: plan.Protocol) -> tuple[Any, Any]:
+    if protocol == "HTTP":
+        return (
+            client.get_model_metadata(target.model, target.model_version),
+            client.get_model_config(target.model, target.model_version),
+        )
+    return (
+        client.get_model_metadata(target.model, target.model_version, as_json=True),
+        client.get_model_config(target.model, target.model_version, as_json=True),
+    )
+
+
+Sender = Callable[[plan.RequestTemplate, str], None]
+
+
+def _unary_sender(target: Target, protocol: plan.Protocol, timeout: float) -> tuple[Sender, Any]:
+    client = _connect(target, protocol, timeout=timeout)
+
+    def send(template: plan.RequestTemplate, request_id: str) -> None:
+        inputs, outputs = _build_inputs(template, protocol)
+        params = dict(template.parameters) or None
+        if protocol == "HTTP":
+            client.infer(
+                target.model,
+                inputs,
+                model_version=target.model_version,
+                outputs=outputs,
+                request_id=request_id,
+                parameters=params,
+            )
+        else:
+            client.infer(
+                target.model,
+                inputs,
+                model_version=target.model_version,
+                outputs=outputs,
+                request_id=request_id,
+                client_timeout=timeout,
+                parameters=params,
+            )
+
+    return send, client
+
+
+def _stream_sender(target: Target, timeout: float) -> tuple[Sender, Any]:
+    """Decoupled models (Triton's vLLM backend) answer only over a gRPC stream: send one
+    request, read responses until Triton's empty final response."""
+    import tritonclient.grpc as grpcclient  # noqa: PLC0415
+
+    client = grpcclient.InferenceServerClient(_url(target, "GRPC"))
+    responses: queue.Queue[tuple[Any, Any]] = queue.Queue()
+    client.start_stream(callback=lambda result, error: responses.put((result, error)))
+
+    def send(template: plan.RequestTemplate, request_id: str) -> None:
+        inputs, outputs = _build_inputs(template, "GRPC")
+        client.async_stream_infer(
+            target.model,
+            inputs,
+            model_version=target.model_version,
+            outputs=outputs,
+            request_id=request_id,
+            enable_empty_final_response=True,
+            parameters=dict(template.parameters) or None,
+        )
+        end = time.monotonic() + timeout
+        while True:
+            try:
+                result, error = responses.get(timeout=max(0.0, end - time.monotonic()))
+            except queue.Empty:
+                raise TimeoutError(f"no final response within {timeout:.0f} s") from None
+            if error is not None:
+                raise error
+            final = result.get_response().parameters.get("triton_final_response")
+            if final is not None and final.bool_param:
+                return
+
+    class _Closer:
+        def close(self) -> None:
+            client.stop_stream(cancel_requests=True)
+            client.close()
+
+    return send, _Closer()
+
+
+def _send_until_settled(
+    *,
+    target: Target,
+    protocol: plan.Protocol,
+    decoupled: bool,
+    templates: tuple[plan.RequestTemplate, ...],
+    settings: plan.WarmupSettings,
+    stop: threading.Event,
+    started: float,
+) -> plan.WarmupResult:
+    """Send requests with `concurrency` workers (one client each: tritonclient's clients
+    are not thread-safe) until the plan's verdict is in."""
+    lock = threading.Lock()
+    samples: list[plan.Sample] = []
+    verdict: list[plan.WarmupResult] = []
+    issued = 0
+    limit = plan.budget(settings=settings)
+
+    def claim() -> int | None:
+        nonlocal issued
+        with lock:
+            if verdict or issued >= limit or stop.is_set():
+                return None
+            issued += 1
+            return issued - 1
+
+    def worker() -> None:
+        if decoupled:
+            send, closer = _stream_sender(target, settings.timeout_seconds)
+        else:
+            send, closer = _unary_sender(target, protocol, settings.timeout_seconds)
+        try:
+            while (index := claim()) is not None:
+                template = templates[index % len(templates)]
+                t0 = time.perf_counter()
+                try:
+                    send(template, f"warm-up-{index}")
+                    sample = plan.Sample(ok=True, latency_seconds=time.perf_counter() - t0)
+                except Exception as err:
+                    sample = plan.Sample(
+                        ok=False,
+                        latency_seconds=time.perf_counter() - t0,
+                        error=f"{type(err).__name__}: {err}",
+                    )
+                with lock:
+                    samples.append(sample)
+                    if not verdict:
+                        result = plan.judge(
+                            samples=samples,
+                            settings=settings,
+                            duration_seconds=time.monotonic() - started,
+                        )
+                        if result is not None:
+                            verdict.append(result)
+        finally:
+            closer.close()
+
+    workers = max(1, min(settings.concurrency, limit))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="warmup-req") as pool:
+        for future in [pool.submit(worker) for _ in range(workers)]:
+            future.result()
+    if stop.is_set() and not verdict:
+        raise StoppedError
+    if verdict:
+        return verdict[0]
+    # Every worker stopped without a verdict: only possible if the budget was empty.
+    return plan.failure(
+        reason=plan.REASON_NOT_STABLE,
+        message="no warm-up requests were sent",
+        samples=samples,
+        duration_seconds=time.monotonic() - started,
+    )
+
+
+def run_warmup(
+    *, target: Target, settings: plan.WarmupSettings, stop: threading.Event | None = None
+) -> plan.WarmupResult:
+    """Wait for the server and model, read the metadata, and send warm-up requests until
+    the plan says the model has settled (or failed). Never raises for a server problem:
+    the result carries the reason. Raises `StoppedError` if `stop` is set meanwhile."""
+    stop = stop or threading.Event()
+    started = time.monotonic()
+    protocol = settings.protocol
+    try:
+        client, _ = _wait_ready(
+            target=target,
+            protocol=protocol,
+            deadline=started + settings.timeout_seconds,
+            stop=stop,
+        )
+    except TimeoutError as err:
+        return plan.failure(
+            reason=plan.REASON_MODEL_NOT_READY,
+            message=(
+                f"model {target.model!r} at {_url(target, protocol)} not ready after "
+                f"{settings.timeout_seconds:.0f} s: {err}"
+            ),
+            duration_seconds=time.monotonic() - started,
+        )
+    try:
+        metadata, config = _metadata(client, target=target, protocol=protocol)
+    except Exception as err:
+        return plan.failure(
+            reason=plan.REASON_MODEL_NOT_READY,
+            message=f"cannot read the metadata of model {target.model!r}: {err}",
+            duration_seconds=time.monotonic() - started,
+        )
+    finally:
+        client.close()
+    try:
+        templates = plan.plan_requests(
+            settings=settings, inputs=plan.model_inputs(metadata, _as_dict(config))
+        )
+    except plan.PlanError as err:
+        return plan.failure(
+            reason=plan.REASON_INVALID_REQUEST,
+            message=str(err),
+            duration_seconds=time.monotonic() - started,
+        )
+    decoupled = plan.is_decoupled(_as_dict(config))
+    if decoupled and protocol == "HTTP":
+        log.info("model %s is decoupled: warming it up over a gRPC stream", target.model)
+    return _send_until_settled(
+        target=target,
+        protocol="GRPC" if decoupled else protocol,
+        decoupled=decoupled,
+        templates=templates,
+        settings=settings,
+        stop=stop,
+        started=started,
+    )
+
+
+def _as_dict(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def fetch_request_count(*, target: Target, timeout: float = 2.0) -> float | None:
+    """Successful inference requests served by the model so far (Triton's counter
+    `nv_inference_request_success`), from the metrics port; None if unreachable."""
+    url = f"http://{target.host}:{target.metrics_port}/metrics"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            text = resp.read().decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    total = None
+    for family in text_string_to_metric_families(text):
+        if family.name != "nv_inference_request_success":
+            continue
+        for sample in family.samples:
+            if sample.labels.get("model") == target.model:
+                total = (total or 0.0) + sample.value
+    return total
