@@ -47,7 +47,9 @@ def merge(
             "observedGeneration": generation,
         }
     order = {AVAILABLE: 0, PROGRESSING: 1, DEGRADED: 2, SCALING_ACTIVE: 3}
-    return sorted(by_type.values(), key=lambda c: (order.get(str(c.get("type")), 99), str(c.get("type"))))
+    return sorted(
+        by_type.values(), key=lambda c: (order.get(str(c.get("type")), 99), str(c.get("type")))
+    )
 
 
 def find(conditions: list[dict[str, Any]], type_: str) -> dict[str, Any] | None:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from modelscale.api.v1alpha1 import WARMED_UP_CONDITION, from_rfc3339
+from modelscale.warmup import plan as warmup_plan
 
 # Container waiting reasons that will not fix themselves: the user must act.
 STUCK_REASONS = frozenset(
@@ -19,6 +20,12 @@ STUCK_REASONS = frozenset(
         "CreateContainerError",
         "ImageNotKnown",
     }
+)
+
+
+# A warm-up that is merely under way or was interrupted is not a failure.
+NOT_FAILURES = frozenset(
+    {"", "Pending", warmup_plan.REASON_IN_PROGRESS, warmup_plan.REASON_CANCELLED}
 )
 
 
@@ -62,12 +69,16 @@ def facts(pod: dict[str, Any]) -> PodFacts:
     for cs in status.get("containerStatuses") or []:
         waiting = (cs.get("state") or {}).get("waiting") or {}
         if waiting.get("reason") in STUCK_REASONS:
-            stuck = f"container {cs.get('name')}: {waiting.get('reason')}: {waiting.get('message', '')}"
+            stuck = (
+                f"container {cs.get('name')}: {waiting.get('reason')}: {waiting.get('message', '')}"
+            )
             break
     warm = _condition(pod, WARMED_UP_CONDITION)
     warmup_failure = (
         f"{warm.get('reason', '')}: {warm.get('message', '')}"
-        if warm is not None and warm.get("status") == "False" and warm.get("reason") != "Pending"
+        if warm is not None
+        and warm.get("status") == "False"
+        and warm.get("reason") not in NOT_FAILURES
         else None
     )
     created = meta.get("creationTimestamp")

@@ -27,6 +27,7 @@ WARM_UP_FAILING = "WarmUpFailing"
 APPLY_FAILED = "ApplyFailed"
 INVALID_SPEC = "InvalidSpec"
 
+
 def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
 
@@ -53,7 +54,8 @@ def _degraded(pods: Sequence[PodFacts], apply_error: str | None) -> Condition:
             conditions.DEGRADED,
             "True",
             WARM_UP_FAILING,
-            f"{len(failing)} pod(s) failing warm-up: {failing[0].name}: {failing[0].warmup_failure}",
+            f"{len(failing)} pod(s) failing warm-up: "
+            f"{failing[0].name}: {failing[0].warmup_failure}",
         )
     return Condition(conditions.DEGRADED, "False", AS_EXPECTED, "no problems seen")
 
@@ -119,7 +121,9 @@ def compute(
             conditions.PROGRESSING, "False", STABLE, f"{desired} replicas ready and warmed"
         )
 
-    existing = [dict(c) for c in (md.status.model_dump(by_alias=True)["conditions"] if md.status else [])]
+    existing = [
+        dict(c) for c in (md.status.model_dump(by_alias=True)["conditions"] if md.status else [])
+    ]
     status: dict[str, Any] = {
         "observedGeneration": md.metadata.generation,
         "replicas": replicas,

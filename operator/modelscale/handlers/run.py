@@ -26,7 +26,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--health-port", type=int, default=8081, help="liveness endpoint port")
     parser.add_argument(
         "--prometheus-url",
-        default=os.environ.get("MODELSCALE_PROMETHEUS_URL", "http://prometheus-operated.monitoring:9090"),
+        default=os.environ.get(
+            "MODELSCALE_PROMETHEUS_URL", "http://prometheus-operated.monitoring:9090"
+        ),
         help="Prometheus that scrapes the Triton pods (a ModelDeployment may override it)",
     )
     parser.add_argument(

@@ -51,6 +51,8 @@ def post(
         "count": 1,
     }
     try:
-        client.CoreV1Api(api).create_namespaced_event(namespace, event)
+        body = client.CoreV1Event.from_dict(event)
+        assert body is not None
+        client.CoreV1Api(api).create_namespaced_event(namespace, body)
     except ApiException as err:
         log.warning("could not post event %s on %s/%s: %s", reason, namespace, meta["name"], err)

@@ -11,8 +11,11 @@ from modelscale.control import replicas
 
 
 def spec(**over: Any) -> ModelDeploymentSpec:
-    raw: dict[str, Any] = {"model": {"name": "m", "repository": "s3://b/m"}, "minReplicas": 2,
-                           "maxReplicas": 6}
+    raw: dict[str, Any] = {
+        "model": {"name": "m", "repository": "s3://b/m"},
+        "minReplicas": 2,
+        "maxReplicas": 6,
+    }
     raw.update(over)
     return ModelDeploymentSpec.model_validate(raw)
 
@@ -23,18 +26,41 @@ def spec(**over: Any) -> ModelDeploymentSpec:
         pytest.param({}, None, None, (2, "MinReplicas"), id="new-predictive-starts-at-min"),
         pytest.param({}, 5, 3, (5, "Autoscaler"), id="predictive-follows-autoscaler"),
         pytest.param({}, 9, 3, (6, "Autoscaler"), id="autoscaler-clamped-to-new-max"),
-        pytest.param({}, None, 4, (4, "Running"), id="predictive-before-first-decision-keeps-running"),
-        pytest.param({"scaling": {"mode": "External"}, "replicas": 3}, 5, 4, (3, "SpecReplicas"),
-                     id="external-honours-spec-replicas"),
-        pytest.param({"scaling": {"mode": "External"}}, None, 1, (2, "Running"),
-                     id="external-without-replicas-clamps-running"),
-        pytest.param({"scaling": {"mode": "RecommendOnly"}}, 5, 3, (3, "Running"),
-                     id="recommend-only-never-acts-on-recommendation"),
-        pytest.param({"scaling": {"mode": "RecommendOnly"}}, None, None, (2, "MinReplicas"),
-                     id="recommend-only-new-starts-at-min"),
+        pytest.param(
+            {}, None, 4, (4, "Running"), id="predictive-before-first-decision-keeps-running"
+        ),
+        pytest.param(
+            {"scaling": {"mode": "External"}, "replicas": 3},
+            5,
+            4,
+            (3, "SpecReplicas"),
+            id="external-honours-spec-replicas",
+        ),
+        pytest.param(
+            {"scaling": {"mode": "External"}},
+            None,
+            1,
+            (2, "Running"),
+            id="external-without-replicas-clamps-running",
+        ),
+        pytest.param(
+            {"scaling": {"mode": "RecommendOnly"}},
+            5,
+            3,
+            (3, "Running"),
+            id="recommend-only-never-acts-on-recommendation",
+        ),
+        pytest.param(
+            {"scaling": {"mode": "RecommendOnly"}},
+            None,
+            None,
+            (2, "MinReplicas"),
+            id="recommend-only-new-starts-at-min",
+        ),
     ],
 )
-def test_choose(over: dict[str, Any], status_desired: int | None, running: int | None,
-                expected: tuple[int, str]) -> None:
+def test_choose(
+    over: dict[str, Any], status_desired: int | None, running: int | None, expected: tuple[int, str]
+) -> None:
     choice = replicas.choose(spec(**over), status_desired=status_desired, running=running)
     assert (choice.replicas, choice.source) == expected

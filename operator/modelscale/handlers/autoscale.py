@@ -1,0 +1,259 @@
+"""The scaling loop: every interval, one pass over all ModelDeployments.
+
+Per pass the cost is constant in the number of ModelDeployments: one list of
+ModelDeployments, one of their pods, one of their Deployments, and one Prometheus query
+per signal (per Prometheus URL and backend preset). Per ModelDeployment it writes only
+when something changed: the Deployment's replicas on a scale, and one status patch."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import kopf
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from pydantic import ValidationError
+
+from modelscale.api.v1alpha1 import ModelDeployment
+from modelscale.autoscaling import recommender
+from modelscale.autoscaling.types import Recommendation
+from modelscale.control import pods as pod_facts
+from modelscale.control import scaling
+from modelscale.handlers import opmetrics, settings, signals
+from modelscale.handlers.shared import api_client
+from modelscale.kube import apply as kube_apply
+from modelscale.kube import events
+from modelscale.kube import status as kube_status
+from modelscale.resources import deployment, names
+from modelscale.warmup import plan as warmup_plan
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, str]  # (namespace, name)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one pass decided for one ModelDeployment (for logs, tests and `recommend`)."""
+
+    key: Key
+    recommendation: Recommendation
+    applied: bool
+    current: int
+
+
+def _key(body: dict[str, Any]) -> Key:
+    meta = body.get("metadata") or {}
+    return (str(meta.get("namespace", "")), str(meta.get("name", "")))
+
+
+def _group_pods(raw_pods: Sequence[dict[str, Any]]) -> dict[Key, list[dict[str, Any]]]:
+    grouped: dict[Key, list[dict[str, Any]]] = defaultdict(list)
+    for pod in raw_pods:
+        meta = pod.get("metadata") or {}
+        owner = (meta.get("labels") or {}).get(names.LABEL_MODELDEPLOYMENT)
+        if owner:
+            grouped[(str(meta.get("namespace")), str(owner))].append(pod)
+    return grouped
+
+
+def _deployment_replicas(api: client.ApiClient, namespaces: Sequence[str]) -> dict[Key, int]:
+    apps = client.AppsV1Api(api)
+    selector = f"{names.LABEL_MANAGED_BY}={names.MANAGED_BY}"
+    lists = (
+        [apps.list_deployment_for_all_namespaces(label_selector=selector)]
+        if not namespaces
+        else [apps.list_namespaced_deployment(ns, label_selector=selector) for ns in namespaces]
+    )
+    out: dict[Key, int] = {}
+    for result in lists:
+        for dep in result.items:
+            meta, spec = dep.metadata, dep.spec
+            owner = (meta.labels or {}).get(names.LABEL_MODELDEPLOYMENT) if meta else None
+            if meta and owner and meta.namespace and spec:
+                out[(meta.namespace, owner)] = int(spec.replicas or 0)
+    return out
+
+
+def _list_pods(api: client.ApiClient, namespaces: Sequence[str]) -> list[dict[str, Any]]:
+    if not namespaces:
+        return kube_status.list_pods(api, namespace=None, selector=names.LABEL_MODELDEPLOYMENT)
+    out: list[dict[str, Any]] = []
+    for ns in namespaces:
+        out.extend(kube_status.list_pods(api, namespace=ns, selector=names.LABEL_MODELDEPLOYMENT))
+    return out
+
+
+def decide(
+    md: ModelDeployment,
+    *,
+    sig: scaling.Signals,
+    raw_pods: Sequence[dict[str, Any]],
+    current: int,
+    now: float,
+) -> tuple[Recommendation, Any, Any]:
+    """Run the policy for one ModelDeployment: (recommendation, new state, observation)."""
+    stats = warmup_plan.warmup_stats_for(md_namespace=md.namespace, md_name=md.name, pods=raw_pods)
+    obs = scaling.observation(
+        md,
+        signals=sig,
+        pods=[pod_facts.facts(p) for p in raw_pods],
+        current_replicas=current,
+        measured_horizon=stats.median_seconds_to_warm,
+        now=now,
+    )
+    rec, state = recommender.recommend(
+        obs, config=scaling.policy_config(md.spec), state=scaling.previous_state(md)
+    )
+    return rec, state, obs
+
+
+def _announce(
+    api: client.ApiClient,
+    body: dict[str, Any],
+    md: ModelDeployment,
+    rec: Recommendation,
+    *,
+    current: int,
+    applied: bool,
+    now: float,
+) -> None:
+    previous = md.status.autoscaling.reason if md.status and md.status.autoscaling else None
+    if applied:
+        direction = "Up" if rec.replicas > current else "Down"
+        events.post(
+            api,
+            involved=body,
+            type_="Normal",
+            reason=f"Scaled{direction}",
+            message=f"{current} → {rec.replicas} replicas: {rec.reason}: {rec.message}",
+            now=now,
+        )
+        opmetrics.SCALE_EVENTS.labels(md.namespace, md.name, direction.lower()).inc()
+    metrics_bad = rec.reason in scaling.METRIC_REASONS
+    if metrics_bad and previous not in scaling.METRIC_REASONS:
+        events.post(
+            api,
+            involved=body,
+            type_="Warning",
+            reason=scaling.METRICS_UNAVAILABLE,
+            message=f"not scaling down while metrics are unavailable: {rec.message}",
+            now=now,
+        )
+    elif not metrics_bad and previous in scaling.METRIC_REASONS:
+        events.post(
+            api,
+            involved=body,
+            type_="Normal",
+            reason="MetricsRecovered",
+            message=f"metrics are back; {rec.message}",
+            now=now,
+        )
+
+
+def run_pass(api: client.ApiClient, *, now: float) -> list[Outcome]:
+    """One scaling pass over every ModelDeployment the operator watches."""
+    namespaces = settings.current.namespaces
+    bodies = kube_status.list_modeldeployments(api, namespaces=list(namespaces) or None)
+    mds: dict[Key, tuple[ModelDeployment, dict[str, Any]]] = {}
+    for body in bodies:
+        try:
+            md = ModelDeployment.model_validate(body)
+        except ValidationError:
+            continue  # reported by the reconcile pass as Degraded/InvalidSpec
+        if md.spec.scaling.mode != "External":
+            mds[md.namespace, md.name] = (md, body)
+    opmetrics.MODELDEPLOYMENTS.set(len(mds))
+    if not mds:
+        return []
+    pods_by_md = _group_pods(_list_pods(api, namespaces))
+    replicas_now = _deployment_replicas(api, namespaces)
+    sigs = signals.fetch(
+        [md for md, _ in mds.values()],
+        pods_by_md=pods_by_md,
+        default_url=settings.current.prometheus_url,
+        now=now,
+    )
+    outcomes: list[Outcome] = []
+    for key, (md, body) in mds.items():
+        if key not in replicas_now:
+            continue  # not reconciled yet: nothing to scale
+        current = replicas_now[key]
+        rec, state, obs = decide(
+            md,
+            sig=sigs.get(key, scaling.Signals()),
+            raw_pods=pods_by_md.get(key, []),
+            current=current,
+            now=now,
+        )
+        applied = scaling.should_actuate(md, rec, current=current)
+        try:
+            if applied:
+                kube_apply.apply(api, deployment.build(md, replicas=rec.replicas))
+            kube_status.patch_status(
+                api,
+                namespace=md.namespace,
+                name=md.name,
+                status=scaling.status_patch(
+                    md,
+                    obs=obs,
+                    rec=rec,
+                    state=state,
+                    desired=rec.replicas if md.spec.scaling.mode == "Predictive" else None,
+                    now=now,
+                ),
+            )
+        except ApiException as err:
+            log.warning("scaling %s/%s failed: %s %s", *key, err.status, err.reason)
+            continue
+        _announce(api, body, md, rec, current=current, applied=applied, now=now)
+        opmetrics.DECISIONS.labels(rec.reason).inc()
+        opmetrics.DESIRED.labels(*key).set(rec.replicas)
+        if rec.forecast_token_rate is not None:
+            opmetrics.FORECAST_TOKEN_RATE.labels(*key).set(rec.forecast_token_rate)
+        if obs.token_rate is not None:
+            opmetrics.CURRENT_TOKEN_RATE.labels(*key).set(obs.token_rate)
+        if rec.horizon_seconds is not None:
+            opmetrics.HORIZON.labels(*key).set(rec.horizon_seconds)
+        log.info("%s/%s: %d → %d (%s) %s", *key, current, rec.replicas, rec.reason, rec.message)
+        outcomes.append(Outcome(key=key, recommendation=rec, applied=applied, current=current))
+    return outcomes
+
+
+def _timed_pass() -> None:
+    wall, cpu = time.monotonic(), time.thread_time()
+    try:
+        run_pass(api_client(), now=time.time())
+    finally:
+        opmetrics.LOOP_SECONDS.observe(time.monotonic() - wall)
+        opmetrics.LOOP_CPU_SECONDS.inc(time.thread_time() - cpu)
+
+
+async def _loop() -> None:
+    interval = settings.current.autoscale_interval
+    while True:
+        started = time.monotonic()
+        try:
+            # The Kubernetes and Prometheus clients block: keep them off the event loop.
+            await asyncio.to_thread(_timed_pass)
+        except Exception:
+            log.exception("scaling pass failed; next pass in %.0f s", interval)
+        await asyncio.sleep(max(0.0, interval - (time.monotonic() - started)))
+
+
+@kopf.on.startup()
+async def autoscaler_start(memo: kopf.Memo, **_: Any) -> None:
+    memo["autoscaler"] = asyncio.create_task(_loop(), name="modelscale-autoscaler")
+
+
+@kopf.on.cleanup()
+async def autoscaler_stop(memo: kopf.Memo, **_: Any) -> None:
+    task = memo.get("autoscaler")
+    if task is not None:
+        task.cancel()

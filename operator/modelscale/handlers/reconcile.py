@@ -1,0 +1,143 @@
+"""Thin kopf handlers that converge a ModelDeployment's children and report its status.
+
+Level-based: create, update, resume, a periodic resync and any change of a child
+Deployment all run the same pass, so a missed event or a hand edit is repaired."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, cast
+
+import kopf
+from kubernetes.client.exceptions import ApiException
+from pydantic import ValidationError
+
+from modelscale.api.v1alpha1 import GROUP, PLURAL, VERSION, ModelDeployment
+from modelscale.control import pods as pod_facts
+from modelscale.control import replicas, status, validation
+from modelscale.handlers import settings
+from modelscale.handlers.shared import api_client
+from modelscale.kube import apply as kube_apply
+from modelscale.kube import status as kube_status
+from modelscale.resources import deployment, names, pdb, service
+
+log = logging.getLogger(__name__)
+
+INVALID_SPEC = "InvalidSpec"
+
+
+def parse(body: kopf.Body | dict[str, Any]) -> ModelDeployment:
+    try:
+        return ModelDeployment.model_validate(dict(body))
+    except ValidationError as err:
+        raise kopf.PermanentError(f"invalid ModelDeployment: {validation.short(err)}") from err
+
+
+def children(md: ModelDeployment, *, replicas_: int) -> list[dict[str, Any]]:
+    return [deployment.build(md, replicas=replicas_), service.build(md), pdb.build(md)]
+
+
+def converge(md: ModelDeployment, body: kopf.Body | dict[str, Any], *, now: float) -> None:
+    """Apply the children, then write the status once."""
+    api = api_client()
+    running = kube_apply.deployment_replicas(api, namespace=md.namespace, name=names.deployment(md))
+    choice = replicas.choose(
+        md.spec,
+        status_desired=md.status.desired_replicas if md.status else None,
+        running=running,
+    )
+    apply_error = None
+    try:
+        for obj in children(md, replicas_=choice.replicas):
+            applied = kube_apply.apply(api, obj)
+            if applied.outcome is not kube_apply.Outcome.UNCHANGED:
+                kopf.info(
+                    cast(kopf.Body, body),
+                    reason=f"{applied.kind}{applied.outcome.value.capitalize()}",
+                    message=f"{applied.kind} {applied.name} {applied.outcome.value}"
+                    + (f" with {choice.replicas} replicas" if applied.kind == "Deployment" else ""),
+                )
+    except ApiException as err:
+        if err.status in (400, 403, 409, 422):
+            # The apiserver refused what we built: retrying the same object cannot help.
+            apply_error = (
+                f"the apiserver refused a child object ({err.status}): "
+                f"{err.reason}: {err.body!s:.500}"
+            )
+            kopf.warn(cast(kopf.Body, body), reason=status.APPLY_FAILED, message=apply_error)
+        else:
+            raise kopf.TemporaryError(f"applying children failed: {err.reason}", delay=10) from err
+    raw_pods = kube_status.list_pods(
+        api, namespace=md.namespace, selector=names.selector_string(md)
+    )
+    new_status = status.compute(
+        md,
+        desired=choice.replicas,
+        deployment_status=None,
+        pods=raw_pods,
+        pod_facts=[pod_facts.facts(p) for p in raw_pods],
+        apply_error=apply_error,
+        now=now,
+    )
+    kube_status.patch_status(api, namespace=md.namespace, name=md.name, status=new_status)
+
+
+def reconcile(body: kopf.Body | dict[str, Any]) -> None:
+    now = time.time()
+    try:
+        md = parse(body)
+    except kopf.PermanentError as err:
+        # A spec that slipped past the schema: say so in status, never crash-loop.
+        meta = body.get("metadata", {})
+        existing = list((body.get("status") or {}).get("conditions") or [])
+        kube_status.patch_status(
+            api_client(),
+            namespace=meta["namespace"],
+            name=meta["name"],
+            status=status.invalid_spec(
+                existing, message=str(err), generation=meta.get("generation"), now=now
+            ),
+        )
+        kopf.warn(cast(kopf.Body, body), reason=INVALID_SPEC, message=str(err))
+        raise
+    try:
+        converge(md, body, now=now)
+    except ApiException as err:
+        raise kopf.TemporaryError(
+            f"Kubernetes API error: {err.status} {err.reason}", delay=10
+        ) from err
+
+
+@kopf.on.resume(GROUP, VERSION, PLURAL)
+@kopf.on.create(GROUP, VERSION, PLURAL)
+@kopf.on.update(GROUP, VERSION, PLURAL, field="spec")
+def modeldeployment_reconcile(body: kopf.Body, **_: Any) -> None:
+    reconcile(body)
+
+
+@kopf.timer(GROUP, VERSION, PLURAL, interval=settings.current.resync_interval, idle=5)
+def modeldeployment_resync(body: kopf.Body, **_: Any) -> None:
+    reconcile(body)
+
+
+@kopf.on.event("apps", "v1", "deployments", labels={names.LABEL_MANAGED_BY: names.MANAGED_BY})
+def child_deployment_event(type: str | None, body: kopf.Body, **_: Any) -> None:
+    """A child Deployment changed (rollout progress, or someone edited it): converge and
+    refresh the owner's status."""
+    owner = body.get("metadata", {}).get("labels", {}).get(names.LABEL_MODELDEPLOYMENT)
+    namespace = body.get("metadata", {}).get("namespace")
+    if not owner or not namespace:
+        return
+    try:
+        md_body = kube_status.get_modeldeployment(api_client(), namespace=namespace, name=owner)
+    except ApiException as err:
+        if err.status == 404:
+            return  # the owner is gone; garbage collection removes the child
+        raise kopf.TemporaryError(
+            f"reading ModelDeployment {namespace}/{owner}: {err.reason}", delay=5
+        ) from err
+    try:
+        reconcile(md_body)
+    except kopf.PermanentError:
+        return  # already reported on the ModelDeployment
