@@ -12,7 +12,8 @@ schema. The translation, node by node:
   `properties`; the apiserver prunes unknown fields and `kubectl apply` rejects them);
 - numeric `exclusiveMinimum: n` becomes `minimum: n, exclusiveMinimum: true` (OpenAPI 3.0);
 - `title` is dropped; `default` is kept in the spec (the apiserver applies it) and
-  dropped in the status (only the operator writes status).
+  dropped in the status (only the operator writes status); a nested block's `default: {}`
+  is expanded into its fields' defaults (the apiserver checks CEL rules against it as is).
 The cross-field CEL rules come from `v1alpha1.SPEC_RULES`.
 
 Hand-written rather than a library: the few converters on PyPI target other schema
@@ -106,6 +107,18 @@ def _ordered(node: Schema) -> Schema:
     return {k: node[k] for k in (*_FIRST, *middle, *_LAST) if k in node}
 
 
+def _expand_defaults(node: Schema) -> None:
+    """Replace each `default: {}` by the object its fields' defaults make. The apiserver
+    checks CEL rules against a default as written, without nested defaulting, so `{}` would
+    fail rules such as `self.drainSeconds < self.terminationGracePeriodSeconds`."""
+    for sub in node.get("properties", {}).values():
+        _expand_defaults(sub)
+    if node.get("default") == {} and "properties" in node:
+        node["default"] = {
+            name: sub["default"] for name, sub in node["properties"].items() if "default" in sub
+        }
+
+
 def _at(schema: Schema, path: str) -> Schema:
     for part in filter(None, path.split(".")):
         schema = schema["properties"][part]
@@ -124,6 +137,7 @@ def openapi_schema() -> Schema:
     defs = raw.get("$defs", {})
     spec = _structural(_resolve(defs["ModelDeploymentSpec"], defs), in_status=False)
     status = _structural(_resolve(defs["ModelDeploymentStatus"], defs), in_status=True)
+    _expand_defaults(spec)
     _add_rules(spec)
     return {
         "type": "object",
@@ -205,7 +219,10 @@ def build() -> Schema:
 
 
 class _Dumper(yaml.SafeDumper):
-    """Block-style multi-line strings keep the descriptions readable in the YAML."""
+    """Plain YAML: no anchors/aliases for repeated defaults."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
 
 
 def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:

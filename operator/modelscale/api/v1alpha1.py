@@ -451,7 +451,7 @@ SPEC_RULES: tuple[tuple[str, str, str], ...] = (
     ),
     (
         "warmUp",
-        "!self.enabled || self.autoGenerate || size(self.requests) > 0",
+        "!self.enabled || self.autoGenerate || (has(self.requests) && size(self.requests) > 0)",
         MSG_WARMUP_INPUTS,
     ),
     ("warmUp", "self.success.stableLastN <= self.count", MSG_STABLE_N),
