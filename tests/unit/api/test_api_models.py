@@ -7,9 +7,10 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
+
 from modelscale.api import v1alpha1
 from modelscale.api.v1alpha1 import ModelDeployment, ModelDeploymentSpec
-from pydantic import ValidationError
 
 
 def body(**spec: Any) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 import yaml
+
 from modelscale.api import crd, v1alpha1
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -82,15 +83,19 @@ def test_schema_is_structural(rule: str, check: Any) -> None:
     assert not bad, f"{rule}: {bad}"
 
 
-def test_status_has_no_defaults_and_spec_blocks_default_to_empty_objects() -> None:
+def test_status_has_no_defaults_and_an_omitted_spec_block_defaults_to_the_model_defaults() -> None:
     status = schema()["properties"]["status"]
     assert [p for p, n in nodes(status) if "default" in n] == []
     spec = schema()["properties"]["spec"]["properties"]
-    assert spec["scaling"]["default"] == {} and spec["warmUp"]["default"] == {}
-    assert (
-        spec["scaling"]["properties"]["scaleDown"]["properties"]["stabilizationSeconds"]["default"]
-        == 300
-    )
+    # What the apiserver stores for an omitted block is what the operator would assume.
+    for block, model in [
+        ("scaling", v1alpha1.Scaling),
+        ("warmUp", v1alpha1.WarmUp),
+        ("server", v1alpha1.Server),
+        ("placement", v1alpha1.Placement),
+        ("disruption", v1alpha1.Disruption),
+    ]:
+        assert model.model_validate(spec[block]["default"]) == model()
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
+
 from modelscale.api.v1alpha1 import ModelDeployment
 from modelscale.resources import deployment, names, pdb, service
 
