@@ -157,6 +157,7 @@ class _Sequence:
     decode_at: float
     generated: int = 0
     first_token_at: float | None = None
+    last_token_at: float = 0.0
     words: list[str] = field(default_factory=list)
 
 
@@ -313,23 +314,25 @@ class _Engine:
             time.sleep(step)
             now = time.monotonic()
             for seq in decoding:
-                self._emit(seq, now=now, step=step)
+                self._emit(seq, now=now)
+            self.metrics.put(self.metrics.generation, "increment", len(decoding))
             done = [s for s in decoding if s.generated >= s.max_tokens]
             if done:
                 self._active = [s for s in self._active if s.generated < s.max_tokens]
                 for seq in done:
                     self._finish(seq, now=now)
                 self._publish_gauges()
-            self.metrics.put(self.metrics.generation, "increment", len(decoding))
 
-    def _emit(self, seq: _Sequence, *, now: float, step: float) -> None:
+    def _emit(self, seq: _Sequence, *, now: float) -> None:
         seq.words.append(_VOCAB[seq.generated % len(_VOCAB)])
         seq.generated += 1
         if seq.first_token_at is None:
             seq.first_token_at = now
             self.metrics.put(self.metrics.ttft, "observe", now - seq.arrival)
         else:
-            self.metrics.put(self.metrics.tpot, "observe", step)
+            # Measured, not planned: a starved CPU shows up here as it would on a busy GPU.
+            self.metrics.put(self.metrics.tpot, "observe", now - seq.last_token_at)
+        seq.last_token_at = now
 
     def _finish(self, seq: _Sequence, *, now: float) -> None:
         self.metrics.put(self.metrics.e2e, "observe", now - seq.arrival)
