@@ -1,0 +1,67 @@
+"""Fixtures for the operator's end-to-end tests: the chart installed with the real helm,
+the operator running from it as a pod (a real process authenticated as its
+ServiceAccount), and small helpers around kubectl."""
+
+from __future__ import annotations
+
+import pathlib
+import subprocess
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from harness.kubectl import Kubectl
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+CHART = REPO / "charts" / "modelscale"
+OPERATOR_NAMESPACE = "modelscale-system"
+RELEASE = "modelscale"
+
+
+@pytest.fixture(scope="session")
+def kubectl(cluster: Any) -> Kubectl:
+    return Kubectl(cluster.bin_dir, cluster.kubeconfig)
+
+
+@pytest.fixture(scope="session")
+def operator(cluster: Any, kubectl: Kubectl) -> Iterator[str]:
+    """`helm install` of the chart; yields once the operator pod is Ready."""
+    helm = str(cluster.bin_dir / "helm")
+    base = [helm, "--kubeconfig", str(cluster.kubeconfig), "-n", OPERATOR_NAMESPACE]
+    subprocess.run([*base, "uninstall", RELEASE, "--wait"], capture_output=True, check=False)
+    proc = subprocess.run(
+        [
+            *base,
+            "install",
+            RELEASE,
+            str(CHART),
+            "--create-namespace",
+            "--wait",
+            "--timeout",
+            "180s",
+            "--set",
+            f"prometheus.url={cluster.prometheus_url}",
+            "--set",
+            "autoscaler.intervalSeconds=5",
+            "--set",
+            "logLevel=DEBUG",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=240,
+    )
+    if proc.returncode != 0:
+        logs = kubectl.run(
+            "-n", OPERATOR_NAMESPACE, "logs", "deploy/modelscale", "--tail=50", check=False
+        )
+        raise AssertionError(
+            f"helm install failed:\n{proc.stdout}\n{proc.stderr}\n{logs.stdout}{logs.stderr}"
+        )
+    yield OPERATOR_NAMESPACE
+    subprocess.run(
+        [*base, "uninstall", RELEASE, "--wait", "--timeout", "120s"],
+        capture_output=True,
+        check=False,
+    )
