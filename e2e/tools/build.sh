@@ -14,6 +14,9 @@ HELM_VERSION=$(sed -n 's/^require helm.sh\/helm\/v3 \(v[0-9.]*\)$/\1/p' "$here/h
 cache=${MODELSCALE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/modelscale}
 bin="$cache/bin/k8s-$K8S_VERSION-etcd-$ETCD_VERSION-helm-$HELM_VERSION"
 mkdir -p "$bin"
+# Two callers at once (make and a test fixture) wait for each other instead of racing.
+exec 9>"$bin/.lock"
+flock 9
 
 export CGO_ENABLED=0 GOFLAGS=-mod=mod GOTOOLCHAIN=local
 # Two cores and 24 GiB: one package graph at a time keeps peak memory reasonable.
@@ -41,8 +44,8 @@ build() {  # build MODULE_DIR OUTPUT PACKAGE LDFLAGS
   fi
   echo "building $out from $pkg ..." >&2
   local start=$SECONDS
-  (cd "$here/$dir" && go build -trimpath -ldflags "$ldflags" -o "$bin/$out.tmp" "$pkg")
-  mv "$bin/$out.tmp" "$bin/$out"
+  (cd "$here/$dir" && go build -trimpath -ldflags "$ldflags" -o "$bin/$out.tmp.$$" "$pkg")
+  mv "$bin/$out.tmp.$$" "$bin/$out"
   echo "built $out in $((SECONDS - start)) s" >&2
 }
 
