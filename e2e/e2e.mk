@@ -1,7 +1,32 @@
 # Targets for the local test cluster (issue: real local test cluster).
 MODELSCALE_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/modelscale
 export MODELSCALE_CACHE
+CLUSTER := PYTHONPATH=e2e $(PY) -m harness.cluster
 
 .PHONY: cluster-tools
 cluster-tools: ## build the pinned kube-apiserver, controller-manager, scheduler, kubectl, etcd, helm
 	bash e2e/tools/build.sh
+
+.PHONY: prometheus-install
+prometheus-install: ## install Debian's prometheus when missing (starts no service)
+	command -v prometheus >/dev/null || (apt-get update -qq && apt-get install -y -qq prometheus)
+
+.PHONY: cluster-up
+cluster-up: $(STAMP) cluster-tools prometheus-install ## start the local cluster (root; no Docker): prints KUBECONFIG and the Prometheus URL
+	$(CLUSTER) up
+
+.PHONY: cluster-down
+cluster-down: ## stop the local cluster: no process, port or network namespace left
+	$(CLUSTER) down
+
+.PHONY: cluster-status
+cluster-status: ## is the local cluster running?
+	$(CLUSTER) status
+
+.PHONY: e2e
+e2e: $(STAMP) cluster-tools prometheus-install ## the cluster acceptance and e2e tests on the local cluster
+	$(PY) -m pytest -q -p no:cacheprovider -m cluster e2e/tests
+
+.PHONY: e2e-kind
+e2e-kind: ## the same suite on kind (needs Docker + kind; NOT runnable on the no-Docker dev machine)
+	bash e2e/kind/run.sh
