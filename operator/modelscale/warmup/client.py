@@ -347,8 +347,9 @@ def _as_dict(value: Any) -> Mapping[str, Any]:
 
 
 def fetch_request_count(*, target: Target, timeout: float = 2.0) -> float | None:
-    """Successful inference requests served by the model so far (Triton's counter
-    `nv_inference_request_success`), from the metrics port; None if unreachable."""
+    """Successful inference requests served by the model (all models if `target.model` is
+    empty) so far: Triton's counter `nv_inference_request_success`, from the metrics port;
+    None if unreachable."""
     url = f"http://{target.host}:{target.metrics_port}/metrics"
     try:
         with urllib.request.urlopen(url, timeout=timeout) as resp:
@@ -360,6 +361,6 @@ def fetch_request_count(*, target: Target, timeout: float = 2.0) -> float | None
         if family.name != "nv_inference_request_success":
             continue
         for sample in family.samples:
-            if sample.labels.get("model") == target.model:
+            if not target.model or sample.labels.get("model") == target.model:
                 total = (total or 0.0) + sample.value
     return total

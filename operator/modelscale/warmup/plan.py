@@ -678,14 +678,67 @@ def warmed_condition(
         "status": status_text,
         "reason": reason,
         "message": message,
-        "lastProbeTime": None,
         "lastTransitionTime": since,
     }
 
 
-def status_patch(condition: Mapping[str, Any]) -> dict[str, Any]:
-    """Strategic merge patch for `pods/status`: conditions merge by `type`."""
-    return {"status": {"conditions": [dict(condition)]}}
+def status_patch(condition: Mapping[str, Any], *, uid: str = "") -> dict[str, Any]:
+    """Strategic merge patch for `pods/status`: conditions merge by `type`. With `uid` the
+    apiserver refuses to patch a different pod that took the same name."""
+    patch: dict[str, Any] = {"status": {"conditions": [dict(condition)]}}
+    if uid:
+        patch["metadata"] = {"uid": uid}
+    return patch
+
+
+def condition_differs(
+    previous: Mapping[str, Any] | None, *, status: bool, reason: str, message: str
+) -> bool:
+    """Whether writing this condition would change anything a user sees."""
+    if previous is None:
+        return True
+    return (
+        previous.get("status") != ("True" if status else "False")
+        or previous.get("reason") != reason
+        or previous.get("message") != message
+    )
+
+
+@dataclass(frozen=True)
+class Crashes:
+    """Container exits of a pod that never became ready: a model failing to load makes
+    Triton exit (`failed to load all models`) and the kubelet restart it."""
+
+    restarts: int
+    message: str
+
+
+def container_crashes(pod: Mapping[str, Any]) -> Crashes | None:
+    status = _as_mapping(pod.get("status"))
+    worst: Crashes | None = None
+    for cs in _get(status, "containerStatuses", "container_statuses") or ():
+        restarts = int(_get(cs, "restartCount", "restart_count") or 0)
+        last = _as_mapping(_get(_as_mapping(_get(cs, "lastState", "last_state")), "terminated"))
+        now_state = _as_mapping(_get(_as_mapping(cs.get("state")), "terminated"))
+        terminated = now_state or last
+        code = _get(terminated, "exitCode", "exit_code")
+        if restarts == 0 and not now_state:
+            continue
+        if code == 0 and not restarts:
+            continue
+        detail = " ".join(
+            str(x) for x in (terminated.get("reason"), terminated.get("message")) if x
+        )
+        message = (
+            f"container {cs.get('name')} exited {restarts + (1 if now_state else 0)} time(s) "
+            f"before the model was ready (last exit code {code}"
+            + (f": {detail[:300]}" if detail else "")
+            + ")"
+        )
+        crashes = Crashes(restarts=restarts + (1 if now_state else 0), message=message)
+        if worst is None or crashes.restarts > worst.restarts:
+            worst = crashes
+    return worst
 
 
 def seconds_to_ready(facts: PodFacts) -> float | None:
@@ -714,6 +767,53 @@ def deletion_cost(*, containers_ready: bool, warmed: bool, load: float | None) -
         return -1000
     milli = round(max(0.0, load or 0.0) * 100)
     return min(1_000_000, milli)
+
+
+def annotation_updates(
+    facts: PodFacts,
+    *,
+    now: float,
+    load: float | None,
+    warmed: bool | None = None,
+    attempts: int | None = None,
+) -> dict[str, str]:
+    """Pod annotations that need writing (only those that change): start-up figures (once),
+    the attempt counter and the deletion cost. `warmed`/`attempts` override the facts when
+    the caller is about to change them."""
+    out: dict[str, str] = {}
+    is_warmed = facts.warmed if warmed is None else warmed
+    if facts.seconds_to_ready is None and facts.containers_ready:
+        ready = seconds_to_ready(facts)
+        if ready is not None:
+            out[ANNOTATION_SECONDS_TO_READY] = f"{ready:.1f}"
+    if is_warmed and facts.seconds_to_warm is None:
+        warm = seconds_since_created(facts, now=now)
+        if facts.warmed and facts.warmed_condition is not None:
+            # Already warmed (by an earlier operator run): the condition knows when.
+            _, warm = pod_startup_seconds(facts)
+        if warm is not None:
+            out[ANNOTATION_SECONDS_TO_WARM] = f"{warm:.1f}"
+    if attempts is not None and attempts != facts.attempts:
+        out[ANNOTATION_ATTEMPTS] = str(attempts)
+    cost = deletion_cost(containers_ready=facts.containers_ready, warmed=is_warmed, load=load)
+    old = facts.annotations.get(ANNOTATION_DELETION_COST)
+    if old is None or cost_needs_update(old=int(old) if _is_int(old) else None, new=cost):
+        out[ANNOTATION_DELETION_COST] = str(cost)
+    return out
+
+
+def _is_int(text: str) -> bool:
+    return text.lstrip("-").isdigit()
+
+
+def cost_needs_update(*, old: int | None, new: int) -> bool:
+    """Rewrite the cost when its class changes or the load moved by more than 20 %: every
+    write is a pod update for every watcher, so small load wiggles are not worth one."""
+    if old is None:
+        return True
+    if (old < 0) != (new < 0) or (old < 0 and old != new):
+        return True
+    return abs(new - old) > max(10, 0.2 * abs(old))
 
 
 def request_rate(
