@@ -129,7 +129,9 @@ def fetch_modeldeployment(namespace: str, name: str) -> dict[str, Any] | None:
         if err.status == 404:
             return None
         raise
-    return body
+    if not isinstance(body, dict):
+        return None
+    return {str(k): v for k, v in body.items()}
 
 
 def patch_condition(facts: plan.PodFacts, condition: Mapping[str, Any]) -> None:
