@@ -3,6 +3,12 @@
 Shared by the operator (handlers/), the simulator (simulate/) and `modelscale recommend`,
 so the same code decides everywhere. Times are float Unix seconds passed in by the
 caller: the policy never reads a clock. Everything here is pure data.
+
+Additions by autoscaling/ (backward-compatible, all with defaults):
+- `PolicyConfig.queue_depth_per_replica`: waiting requests per warmed replica above which a
+  growing queue counts as QueueBuildup.
+- `Decision.to_dict/from_dict`, `ScalingState.to_dict/from_dict`: the JSON-safe form kept in
+  the resource's status (compact: a few KB at most; no raw history).
 """
 
 from __future__ import annotations
@@ -35,6 +41,8 @@ class PolicyConfig:
     floor_replicas: int = 1
     # A sample older than this (seconds) is stale.
     stale_after_seconds: float = 60.0
+    # A queue longer than this per warmed replica, and growing, triggers QueueBuildup.
+    queue_depth_per_replica: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -59,6 +67,15 @@ class Decision:
     replicas: int
     reason: str
 
+    def to_dict(self) -> dict[str, Any]:
+        return {"time": self.time, "replicas": self.replicas, "reason": self.reason}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Decision:
+        return cls(
+            time=float(data["time"]), replicas=int(data["replicas"]), reason=str(data["reason"])
+        )
+
 
 @dataclass(frozen=True)
 class ScalingState:
@@ -68,7 +85,28 @@ class ScalingState:
     last_scale_time: float | None = None
     decisions: tuple[Decision, ...] = ()
     # Learned parameters of forecasters and the capacity model, owned by autoscaling/.
+    # JSON-safe (plain dicts, lists, numbers, strings) so `to_dict` can copy it as is.
     model: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe form for the resource's status."""
+        return {
+            "lastScaleTime": self.last_scale_time,
+            "decisions": [d.to_dict() for d in self.decisions],
+            "model": self.model,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> ScalingState:
+        """Inverse of `to_dict`; an empty or missing status gives a fresh state."""
+        if not data:
+            return cls()
+        last = data.get("lastScaleTime")
+        return cls(
+            last_scale_time=None if last is None else float(last),
+            decisions=tuple(Decision.from_dict(d) for d in data.get("decisions") or ()),
+            model=dict(data.get("model") or {}),
+        )
 
 
 @dataclass(frozen=True)

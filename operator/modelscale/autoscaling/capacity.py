@@ -1,0 +1,165 @@
+"""Per-replica capacity and latency model, learned online.
+
+Observations are (output tokens/s per *warmed* replica, P99 of the chosen latency
+signal). The load axis is cut into `bins` bins of `bin_fraction` x the spec's
+tokensPerSecondPerReplica each; a bin keeps an EWMA of the P99 seen at that load and a
+count. The latency curve is the running maximum of the bins' P99 from low to high load
+(a monotone envelope: more load never predicts less latency), interpolated between bin
+centres.
+
+Effective capacity (tokens/s per replica at the SLO):
+- fewer than `min_points` observations: the spec's value;
+- a bin whose envelope exceeds the SLO: the load where the envelope crosses the SLO;
+- no violation seen: the spec's value, raised above it only as far as loads that were
+  actually observed meeting the SLO (never above what was seen safe without evidence);
+- every update moves the capacity by at most `max_change` (10 %), so a few odd samples
+  cannot swing the replica count.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityState:
+    scale: float = 0.0  # the spec target the bins were cut for; a new target resets them
+    p99: tuple[float | None, ...] = ()
+    n: tuple[int, ...] = ()
+    total: int = 0
+    capacity: float | None = None  # learned tokens/s per replica at the SLO
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityModel:
+    bins: int = 16
+    bin_fraction: float = 0.125  # bins cover 0 .. 2x the spec's per-replica target
+    alpha: float = 0.2
+    min_points: int = 20
+    min_bin_points: int = 3
+    max_change: float = 0.1
+
+    def initial(self, *, target: float) -> CapacityState:
+        return CapacityState(scale=target, p99=(None,) * self.bins, n=(0,) * self.bins)
+
+    def _width(self, state: CapacityState) -> float:
+        return state.scale * self.bin_fraction
+
+    def observe(
+        self, state: CapacityState, *, load: float, p99: float, target: float, slo: float
+    ) -> CapacityState:
+        """One (load per warmed replica, P99) pair."""
+        if state.scale != target or len(state.p99) != self.bins:
+            state = self.initial(target=target)
+        if not (math.isfinite(load) and math.isfinite(p99)) or load < 0.0 or p99 < 0.0:
+            return state
+        b = min(int(load / self._width(state)), self.bins - 1)
+        p99s = list(state.p99)
+        ns = list(state.n)
+        old = p99s[b]
+        # Rounded when written so that to_dict is a plain copy (it runs on every call).
+        p99s[b] = float(f"{p99 if old is None else old + self.alpha * (p99 - old):.5g}")
+        ns[b] = min(ns[b] + 1, 1_000_000)
+        new = CapacityState(
+            scale=state.scale,
+            p99=tuple(p99s),
+            n=tuple(ns),
+            total=state.total + 1,
+            capacity=state.capacity,
+        )
+        if new.total < self.min_points:
+            return new
+        wanted = self._capacity_estimate(new, target=target, slo=slo)
+        current = target if state.capacity is None else state.capacity
+        bounded = min(
+            max(wanted, current * (1.0 - self.max_change)), current * (1.0 + self.max_change)
+        )
+        return CapacityState(
+            scale=new.scale,
+            p99=new.p99,
+            n=new.n,
+            total=new.total,
+            capacity=float(f"{bounded:.6g}"),  # as status stores it: exact round trips
+        )
+
+    def _envelope(self, state: CapacityState) -> list[tuple[float, float]]:
+        """(bin centre load, monotone P99) for bins with enough points."""
+        out: list[tuple[float, float]] = []
+        running = 0.0
+        width = self._width(state)
+        for i, (p, n) in enumerate(zip(state.p99, state.n, strict=True)):
+            if p is None or n < self.min_bin_points:
+                continue
+            running = max(running, p)
+            out.append(((i + 0.5) * width, running))
+        return out
+
+    def _capacity_estimate(self, state: CapacityState, *, target: float, slo: float) -> float:
+        env = self._envelope(state)
+        prev: tuple[float, float] | None = None
+        for load, p in env:
+            if p > slo:
+                if prev is None:
+                    # Already too slow at the lowest load seen: scale that load down.
+                    return max(load * slo / p, 0.01 * target)
+                x0, p0 = prev
+                return x0 + (load - x0) * (slo - p0) / (p - p0)  # p0 <= slo < p
+            prev = (load, p)
+        if not env:
+            return target
+        highest_safe = env[-1][0] + 0.5 * self._width(state)
+        return max(target, min(highest_safe, 2.0 * target))
+
+    def capacity(self, state: CapacityState, *, target: float) -> float:
+        """Effective tokens/s per replica at the SLO (the spec's value until learned)."""
+        if state.capacity is None or state.scale != target:
+            return target
+        return state.capacity
+
+    def latency_curve(self, state: CapacityState, *, target: float) -> list[tuple[float, float]]:
+        """The monotone (load, P99) points `predict_p99` interpolates; empty until learned."""
+        if state.scale != target:
+            return []
+        return self._envelope(state)
+
+    @staticmethod
+    def predict_p99(env: list[tuple[float, float]], *, load: float) -> float | None:
+        """Predicted P99 at `load` tokens/s per replica on a `latency_curve`; None without
+        data at or below that load. Beyond the highest load seen, the highest bin's value
+        (no extrapolation: the capacity bound covers the unseen range)."""
+        if not env:
+            return None
+        if load < env[0][0]:
+            return None  # below the lightest load seen: no evidence either way
+        if load == env[0][0]:
+            return env[0][1]
+        for (x0, p0), (x1, p1) in itertools.pairwise(env):
+            if load <= x1:
+                return p0 + (p1 - p0) * (load - x0) / (x1 - x0)
+        return env[-1][1]
+
+    def to_dict(self, state: CapacityState) -> dict[str, Any]:
+        return {
+            "s": state.scale,
+            "p": list(state.p99),
+            "n": list(state.n),
+            "N": state.total,
+            "c": state.capacity,
+        }
+
+    def from_dict(self, data: dict[str, Any], *, target: float) -> CapacityState:
+        p = data.get("p") or []
+        n = data.get("n") or []
+        if float(data.get("s", 0.0)) != target or len(p) != self.bins or len(n) != self.bins:
+            return self.initial(target=target)
+        c = data.get("c")
+        return CapacityState(
+            scale=target,
+            p99=tuple(p),  # JSON numbers work as they are; no per-bin conversion per call
+            n=tuple(n),
+            total=int(data.get("N", 0)),
+            capacity=None if c is None else float(c),
+        )

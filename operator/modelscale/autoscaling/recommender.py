@@ -1,0 +1,396 @@
+"""The predictive recommender: how many replicas a ModelDeployment needs, and why.
+
+    recommendation, state = recommend(obs, config=config, state=state)
+
+Pure and deterministic; time is `obs.now`. One call per ModelDeployment per loop (~15 s).
+
+What it does, in order:
+1. Metrics present and fresh? If not (token rate or sample time missing, or the newest
+   sample older than `stale_after_seconds`), nothing is learned and nothing scales down:
+   `Hold` keeps the current replicas; `Floor` raises them to at least `floor_replicas`
+   (and never lowers them: missing metrics never cause a scale-down). Both stay within
+   min/max. Reasons MetricsMissing / MetricsStale.
+2. Learn from the new sample (only when `sample_time` advanced): the forecaster (seasonal
+   profile x damped Holt) and the capacity model (load per *warmed* replica vs P99; pods
+   still warming up are never counted as capacity).
+3. Demand = max(forecast upper bound at now + horizon, token rate now); horizon =
+   measured pod start-up time, or the spec's default until measured. Replicas = the
+   smallest r with demand / r <= capacity x headroom AND predicted P99(demand / r) <= SLO.
+4. React to reality: P99 over the SLO now -> at least one more than the warmed replicas
+   (LatencySLO); a queue longer than `queue_depth_per_replica` per warmed replica that
+   grew since the last sample -> the same (QueueBuildup).
+5. Clamp to min/max, then stabilise like the HPA: scale up to the minimum of the
+   recommendations of the last `scale_up_stabilization_seconds` (0: at once), scale down
+   to the maximum of those of the last `scale_down_stabilization_seconds`, and only once
+   recommendations have been recorded for a whole window; steps bounded by
+   max_scale_up_step / max_scale_down_step.
+
+The state (`ScalingState.model`) holds the forecaster, the capacity model, the two
+stabilisation windows as monotone queues (a few entries, not raw history), the last
+queue depth and the last sample time: a few KB of JSON at most.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from modelscale.autoscaling import capacity as capacity_mod
+from modelscale.autoscaling import forecast as forecast_mod
+from modelscale.autoscaling.types import (
+    Decision,
+    Observation,
+    PolicyConfig,
+    Recommendation,
+    ScalingState,
+)
+
+FORECAST_TOKEN_RATE = "ForecastTokenRate"
+LATENCY_SLO = "LatencySLO"
+QUEUE_BUILDUP = "QueueBuildup"
+METRICS_MISSING = "MetricsMissing"
+METRICS_STALE = "MetricsStale"
+MIN_REPLICAS = "MinReplicas"
+MAX_REPLICAS = "MaxReplicas"
+SCALE_DOWN_STABILIZING = "ScaleDownStabilizing"
+SCALE_UP_STABILIZING = "ScaleUpStabilizing"
+
+KEEP_DECISIONS = 10
+MODEL_VERSION = 1
+
+FORECASTER = forecast_mod.Seasonal()
+CAPACITY = capacity_mod.CapacityModel()
+
+
+@dataclass(frozen=True)
+class Blocked:
+    reason: str
+    message: str
+
+
+Check = Callable[[Observation, PolicyConfig], Blocked | None]
+
+
+def check_metrics_present(obs: Observation, config: PolicyConfig) -> Blocked | None:
+    if obs.token_rate is None or obs.sample_time is None or not math.isfinite(obs.token_rate):
+        return Blocked(METRICS_MISSING, "no token-rate sample from Prometheus")
+    return None
+
+
+def check_metrics_fresh(obs: Observation, config: PolicyConfig) -> Blocked | None:
+    assert obs.sample_time is not None
+    age = obs.now - obs.sample_time
+    if age > config.stale_after_seconds:
+        return Blocked(
+            METRICS_STALE,
+            f"newest metric sample is {age:.0f} s old (stale after "
+            f"{config.stale_after_seconds:.0f} s)",
+        )
+    return None
+
+
+METRIC_CHECKS: tuple[Check, ...] = (check_metrics_present, check_metrics_fresh)
+
+
+def first_block(obs: Observation, config: PolicyConfig, checks: Iterable[Check]) -> Blocked | None:
+    for check in checks:
+        blocked = check(obs, config)
+        if blocked is not None:
+            return blocked
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class _Model:
+    """Typed view of ScalingState.model."""
+
+    fc: forecast_mod.SeasonalState
+    cap: capacity_mod.CapacityState
+    down: tuple[tuple[float, int], ...]  # (time, replicas), replicas strictly decreasing
+    up: tuple[tuple[float, int], ...]  # (time, replicas), replicas strictly increasing
+    since: float | None  # first time a recommendation entered the windows
+    queue: float | None
+    sample_time: float | None
+
+
+def _load_model(data: dict[str, Any], *, config: PolicyConfig) -> _Model:
+    target = config.target_tokens_per_replica
+    if data.get("v") != MODEL_VERSION:
+        data = {}
+    since = data.get("since")
+    queue = data.get("q")
+    ts = data.get("ts")
+    return _Model(
+        fc=FORECASTER.from_dict(data["fc"]) if "fc" in data else FORECASTER.initial(),
+        cap=CAPACITY.from_dict(data["cap"], target=target)
+        if "cap" in data
+        else CAPACITY.initial(target=target),
+        down=tuple((float(t), int(r)) for t, r in data.get("down", ())),
+        up=tuple((float(t), int(r)) for t, r in data.get("up", ())),
+        since=None if since is None else float(since),
+        queue=None if queue is None else float(queue),
+        sample_time=None if ts is None else float(ts),
+    )
+
+
+def _dump_model(m: _Model) -> dict[str, Any]:
+    return {
+        "v": MODEL_VERSION,
+        "fc": FORECASTER.to_dict(m.fc),
+        "cap": CAPACITY.to_dict(m.cap),
+        "down": [[t, r] for t, r in m.down],
+        "up": [[t, r] for t, r in m.up],
+        "since": m.since,
+        "q": m.queue,
+        "ts": m.sample_time,
+    }
+
+
+def _push(
+    window: tuple[tuple[float, int], ...],
+    *,
+    now: float,
+    replicas: int,
+    keep: float,
+    is_max: bool,
+) -> tuple[tuple[float, int], ...]:
+    """Sliding-window max (or min) as a monotone queue: O(distinct values) entries."""
+    out = [(t, r) for t, r in window if t > now - keep]
+    while out and ((out[-1][1] <= replicas) if is_max else (out[-1][1] >= replicas)):
+        out.pop()
+    out.append((now, replicas))
+    return tuple(out)
+
+
+def bootstrap(
+    state: ScalingState, *, samples: Iterable[tuple[float, float]], config: PolicyConfig
+) -> ScalingState:
+    """Feed token-rate history (time, tokens/s), e.g. a Prometheus range query, into the
+    forecaster so a new ModelDeployment or a lost status starts with a learned model."""
+    m = _load_model(state.model, config=config)
+    fc = m.fc
+    last = m.sample_time
+    for t, value in samples:
+        if math.isfinite(value) and (last is None or t > last):
+            fc = FORECASTER.update(fc, t=t, value=value)
+            last = t
+    m = replace(m, fc=fc, sample_time=last)
+    return ScalingState(
+        last_scale_time=state.last_scale_time, decisions=state.decisions, model=_dump_model(m)
+    )
+
+
+def _clamp(replicas: int, config: PolicyConfig) -> int:
+    return min(max(replicas, config.min_replicas), config.max_replicas)
+
+
+def _finish(
+    *, obs: Observation, state: ScalingState, model: _Model, rec: Recommendation
+) -> tuple[Recommendation, ScalingState]:
+    decisions = (
+        *state.decisions,
+        Decision(time=obs.now, replicas=rec.replicas, reason=rec.reason),
+    )[-KEEP_DECISIONS:]
+    scaled = rec.replicas != obs.current_replicas
+    return rec, ScalingState(
+        last_scale_time=obs.now if scaled else state.last_scale_time,
+        decisions=decisions,
+        model=_dump_model(model),
+    )
+
+
+def _record_window(model: _Model, *, now: float, replicas: int, config: PolicyConfig) -> _Model:
+    return replace(
+        model,
+        down=_push(
+            model.down,
+            now=now,
+            replicas=replicas,
+            keep=config.scale_down_stabilization_seconds,
+            is_max=True,
+        ),
+        up=_push(
+            model.up,
+            now=now,
+            replicas=replicas,
+            keep=config.scale_up_stabilization_seconds,
+            is_max=False,
+        ),
+        since=now if model.since is None else model.since,
+    )
+
+
+def _recommend_without_metrics(
+    *, obs: Observation, config: PolicyConfig, model: _Model, blocked: Blocked
+) -> tuple[Recommendation, _Model]:
+    current = obs.current_replicas
+    if config.on_missing_metrics == "Floor":
+        replicas = _clamp(max(current, config.floor_replicas), config)
+        action = (
+            f"raising to the floor of {config.floor_replicas}"
+            if replicas > current
+            else f"holding {replicas} replicas (Floor never scales down)"
+        )
+    else:
+        replicas = _clamp(current, config)
+        action = f"holding {replicas} replicas"
+    # Record the held count in the windows: once metrics return, a scale-down still
+    # waits a whole stabilisation window.
+    model = _record_window(model, now=obs.now, replicas=replicas, config=config)
+    return Recommendation(
+        replicas=replicas,
+        reason=blocked.reason,
+        message=f"{blocked.message}; {action}, no scale-down without metrics",
+    ), model
+
+
+def _learn(obs: Observation, *, config: PolicyConfig, model: _Model) -> _Model:
+    assert obs.token_rate is not None and obs.sample_time is not None
+    if model.sample_time is not None and obs.sample_time <= model.sample_time:
+        return model  # the same sample as last time: nothing new to learn
+    fc = FORECASTER.update(model.fc, t=obs.sample_time, value=max(obs.token_rate, 0.0))
+    cap = model.cap
+    if obs.warmed_replicas > 0 and obs.p99_seconds is not None:
+        cap = CAPACITY.observe(
+            cap,
+            load=obs.token_rate / obs.warmed_replicas,
+            p99=obs.p99_seconds,
+            target=config.target_tokens_per_replica,
+            slo=config.latency_slo_seconds,
+        )
+    return replace(model, fc=fc, cap=cap, sample_time=obs.sample_time)
+
+
+def recommend_for_forecast(
+    obs: Observation, *, config: PolicyConfig, model: _Model
+) -> tuple[int, str, str, forecast_mod.Forecast, float, float | None]:
+    """Replicas the forecast needs: (replicas, reason, message, forecast, horizon, P99)."""
+    assert obs.token_rate is not None
+    horizon = obs.measured_horizon_seconds or config.default_horizon_seconds
+    fc = FORECASTER.forecast(model.fc, t=obs.now, horizon=horizon)
+    demand = max(fc.upper, obs.token_rate)
+    target = config.target_tokens_per_replica
+    cap = CAPACITY.capacity(model.cap, target=target)
+    usable = cap * config.headroom
+    replicas = max(math.ceil(demand / usable - 1e-9), 0) if usable > 0 else config.max_replicas
+    replicas = max(replicas, 1) if demand > 0 else replicas
+    message = (
+        f"forecast {fc.mean:.0f} tok/s (upper {fc.upper:.0f}) in {horizon:.0f} s, "
+        f"now {obs.token_rate:.0f} tok/s: needs {replicas} replicas at "
+        f"{config.headroom:.0%} of {cap:.0f} tok/s"
+    )
+    curve = CAPACITY.latency_curve(model.cap, target=target)
+    predicted = CAPACITY.predict_p99(curve, load=demand / replicas) if replicas > 0 else None
+    if predicted is not None and predicted > config.latency_slo_seconds:
+        r = replicas
+        while r < config.max_replicas:
+            r += 1
+            p = CAPACITY.predict_p99(curve, load=demand / r)
+            if p is None or p <= config.latency_slo_seconds:
+                predicted = p
+                break
+        message += (
+            f"; predicted P99 at {demand / replicas:.0f} tok/s per replica is over the "
+            f"{config.latency_slo_seconds:g} s SLO: {r} replicas"
+        )
+        replicas = r
+    return replicas, FORECAST_TOKEN_RATE, message, fc, horizon, predicted
+
+
+def recommend_for_reality(
+    obs: Observation, *, config: PolicyConfig, model: _Model
+) -> Blocked | None:
+    """Latency or queue already bad now: at least one replica beyond the warmed ones."""
+    if obs.p99_seconds is not None and obs.p99_seconds > config.latency_slo_seconds:
+        return Blocked(
+            LATENCY_SLO,
+            f"P99 {obs.p99_seconds:.2f} s is over the {config.latency_slo_seconds:g} s SLO "
+            f"with {obs.warmed_replicas} warmed replicas",
+        )
+    q = obs.queue_depth
+    if (
+        q is not None
+        and q > config.queue_depth_per_replica * max(obs.warmed_replicas, 1)
+        and model.queue is not None
+        and q > model.queue
+    ):
+        return Blocked(
+            QUEUE_BUILDUP,
+            f"queue grew from {model.queue:.0f} to {q:.0f} waiting requests on "
+            f"{obs.warmed_replicas} warmed replicas",
+        )
+    return None
+
+
+def recommend(
+    obs: Observation, *, config: PolicyConfig, state: ScalingState
+) -> tuple[Recommendation, ScalingState]:
+    model = _load_model(state.model, config=config)
+    blocked = first_block(obs, config, METRIC_CHECKS)
+    if blocked is not None:
+        rec, model = _recommend_without_metrics(
+            obs=obs, config=config, model=model, blocked=blocked
+        )
+        return _finish(obs=obs, state=state, model=model, rec=rec)
+
+    previous_queue = model.queue
+    model = _learn(obs, config=config, model=model)
+    replicas, reason, message, fc, horizon, predicted = recommend_for_forecast(
+        obs, config=config, model=model
+    )
+    urgent = recommend_for_reality(
+        obs,
+        config=config,
+        model=replace(model, queue=previous_queue),
+    )
+    if urgent is not None:
+        floor = max(obs.current_replicas, obs.warmed_replicas + 1)
+        if floor > replicas:
+            replicas, reason = floor, urgent.reason
+            message = f"{urgent.message}: {replicas} replicas ({message})"
+    if obs.queue_depth is not None:
+        model = replace(model, queue=obs.queue_depth)
+
+    clamped = _clamp(replicas, config)
+    if clamped != replicas:
+        bound = "min" if clamped > replicas else "max"
+        reason = MIN_REPLICAS if bound == "min" else MAX_REPLICAS
+        message = f"{message}; clamped to {bound}Replicas {clamped}"
+    model = _record_window(model, now=obs.now, replicas=clamped, config=config)
+
+    current = obs.current_replicas
+    final = clamped
+    if clamped > current:
+        stable_up = _clamp(min(r for _, r in model.up), config)
+        final = min(max(stable_up, current), current + config.max_scale_up_step)
+        if final < clamped:
+            if stable_up < clamped:
+                reason = SCALE_UP_STABILIZING
+            message = f"{message}; scaling up to {final} now (step/stabilisation limit)"
+    elif clamped < current:
+        stable_down = _clamp(max(r for _, r in model.down), config)
+        window = config.scale_down_stabilization_seconds
+        covered = model.since is not None and obs.now - model.since >= window
+        if not covered or stable_down >= current:
+            final = current
+            reason = SCALE_DOWN_STABILIZING
+            message = (
+                f"{message}; holding {current}: scale-down waits for {window:.0f} s of "
+                f"lower recommendations (highest in window {stable_down})"
+            )
+        else:
+            final = max(stable_down, current - config.max_scale_down_step)
+            message = f"{message}; scaling down to {final} (at most "
+            message += f"{config.max_scale_down_step} per decision)"
+
+    rec = Recommendation(
+        replicas=final,
+        reason=reason,
+        message=message,
+        forecast_token_rate=fc.mean,
+        forecast_p99_seconds=predicted,
+        horizon_seconds=horizon,
+    )
+    return _finish(obs=obs, state=state, model=model, rec=rec)

@@ -1,0 +1,93 @@
+"""Capacity/latency model: spec fallback, learning the knee, bounded change, evidence."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from modelscale.autoscaling.capacity import CapacityModel, CapacityState
+
+MODEL = CapacityModel()
+TARGET = 1000.0  # spec tokensPerSecondPerReplica
+SLO = 2.0
+
+
+def knee_p99(load: float, *, knee: float) -> float:
+    """0.5 s until the knee, then 1 s more per 10 % of load above it (a decode knee)."""
+    return 0.5 + max(load - knee, 0.0) / (0.1 * knee)
+
+
+def feed(loads: list[float], *, knee: float, state: CapacityState | None = None) -> CapacityState:
+    s = state or MODEL.initial(target=TARGET)
+    for load in loads:
+        s = MODEL.observe(s, load=load, p99=knee_p99(load, knee=knee), target=TARGET, slo=SLO)
+    return s
+
+
+def sweep(lo: float, hi: float, n: int = 400) -> list[float]:
+    return [lo + (hi - lo) * ((i * 37) % n) / n for i in range(n)]
+
+
+def test_spec_value_until_enough_points() -> None:
+    s = feed([1500.0] * (MODEL.min_points - 1), knee=500.0)
+    assert MODEL.capacity(s, target=TARGET) == TARGET
+
+
+@pytest.mark.parametrize(
+    ("knee", "low", "high"),
+    [
+        pytest.param(600.0, 620.0, 760.0, id="spec-too-optimistic"),
+        pytest.param(1300.0, 1350.0, 1640.0, id="spec-too-pessimistic"),
+    ],
+)
+def test_learns_the_load_where_p99_crosses_the_slo(knee: float, low: float, high: float) -> None:
+    """SLO 2 s is crossed at knee * 1.15; the learned capacity lands near it."""
+    s = feed(sweep(0.0, 1.9 * TARGET) * 3, knee=knee)
+    assert low <= MODEL.capacity(s, target=TARGET) <= high
+
+
+def test_capacity_moves_at_most_ten_percent_per_update() -> None:
+    s = feed(sweep(0.0, 1.9 * TARGET, 100), knee=200.0)
+    before = MODEL.capacity(s, target=TARGET)
+    after = MODEL.capacity(feed([1800.0], knee=200.0, state=s), target=TARGET)
+    assert after >= before * 0.9 - 1e-9
+
+
+def test_never_above_what_was_seen_safe() -> None:
+    """Only light load seen, all fast: no evidence for more than the spec."""
+    s = feed(sweep(0.0, 400.0) * 3, knee=5000.0)
+    assert MODEL.capacity(s, target=TARGET) == TARGET
+    # Safe up to 1400 tok/s per replica: raised, but not beyond the highest load seen.
+    s = feed(sweep(0.0, 1400.0) * 3, knee=5000.0)
+    assert TARGET < MODEL.capacity(s, target=TARGET) <= 1400.0 + MODEL.bin_fraction * TARGET
+
+
+def test_predicted_p99_is_monotone_in_load() -> None:
+    s = feed(sweep(0.0, 1.9 * TARGET) * 3, knee=800.0)
+    curve = MODEL.latency_curve(s, target=TARGET)
+    predictions = [MODEL.predict_p99(curve, load=x) for x in range(100, 2000, 50)]
+    assert all(p is not None for p in predictions)
+    assert predictions == sorted(predictions)  # type: ignore[type-var]
+    assert predictions[-1] > SLO  # type: ignore[operator]
+
+
+def test_no_prediction_without_data() -> None:
+    curve = MODEL.latency_curve(MODEL.initial(target=TARGET), target=TARGET)
+    assert MODEL.predict_p99(curve, load=500.0) is None
+    # Only heavy load seen: lighter loads are unknown, not "as slow as the heaviest".
+    curve = MODEL.latency_curve(feed([1500.0] * 30, knee=500.0), target=TARGET)
+    assert MODEL.predict_p99(curve, load=500.0) is None
+    assert MODEL.predict_p99(curve, load=1800.0) is not None
+
+
+def test_new_spec_target_resets_the_model() -> None:
+    s = feed(sweep(0.0, 1.9 * TARGET) * 3, knee=600.0)
+    assert MODEL.capacity(s, target=2000.0) == 2000.0
+
+
+def test_state_round_trips_through_json() -> None:
+    s = feed(sweep(0.0, 1.9 * TARGET) * 2, knee=900.0)
+    back = MODEL.from_dict(json.loads(json.dumps(MODEL.to_dict(s))), target=TARGET)
+    assert back == s
+    assert len(json.dumps(MODEL.to_dict(s))) < 512
