@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import pytest
+
 from modelscale.warmup import plan
 
 VLLM_METADATA = {
@@ -461,3 +462,90 @@ def test_settings_from_the_api_model_and_its_request_form() -> None:
         {"model": {"name": "m", "repository": "/models"}}
     )
     assert plan.settings_from_spec(default) == plan.WarmupSettings()
+
+
+def crashed_pod(restarts: int, *, running_now: bool = True, code: int = 1) -> dict[str, Any]:
+    body = pod("x", created="2026-01-01T00:00:00Z")
+    state: dict[str, Any] = {"waiting": {"reason": "CrashLoopBackOff"}}
+    if not running_now:
+        state = {"terminated": {"exitCode": code, "reason": "Error"}}
+    body["status"]["containerStatuses"] = [
+        {
+            "name": "triton",
+            "restartCount": restarts,
+            "state": state,
+            "lastState": {
+                "terminated": {"exitCode": code, "reason": "Error", "message": "failed to load"}
+            }
+            if restarts
+            else {},
+        }
+    ]
+    return body
+
+
+@pytest.mark.parametrize(
+    ("body", "restarts"),
+    [
+        pytest.param(pod("fresh", created="2026-01-01T00:00:00Z"), None, id="no-status"),
+        pytest.param(crashed_pod(0), None, id="never-exited"),
+        pytest.param(crashed_pod(2), 2, id="restarted-twice"),
+        pytest.param(crashed_pod(2, running_now=False), 3, id="exited-again-now"),
+    ],
+)
+def test_container_crashes(body: dict[str, Any], restarts: int | None) -> None:
+    crashes = plan.container_crashes(body)
+    assert (crashes.restarts if crashes else None) == restarts
+    if crashes is not None:
+        assert "exit code 1" in crashes.message
+
+
+def test_annotation_updates_write_figures_once_and_cost_by_state() -> None:
+    warming = plan.pod_facts(
+        pod("a", created="2026-01-01T00:00:00Z", ready_at="2026-01-01T00:01:30Z")
+    )
+    now = plan._parse_time("2026-01-01T00:02:00Z")
+    assert now is not None
+    assert plan.annotation_updates(warming, now=now, load=None) == {
+        plan.ANNOTATION_SECONDS_TO_READY: "90.0",
+        plan.ANNOTATION_DELETION_COST: "-1000",
+    }
+    # About to be warmed: creation → now, the cost of a warmed idle pod, the attempt count.
+    assert plan.annotation_updates(warming, now=now, load=None, warmed=True, attempts=1) == {
+        plan.ANNOTATION_SECONDS_TO_READY: "90.0",
+        plan.ANNOTATION_SECONDS_TO_WARM: "120.0",
+        plan.ANNOTATION_ATTEMPTS: "1",
+        plan.ANNOTATION_DELETION_COST: "0",
+    }
+    settled = plan.pod_facts(
+        pod(
+            "b",
+            created="2026-01-01T00:00:00Z",
+            ready_at="2026-01-01T00:01:30Z",
+            warmed_at="2026-01-01T00:01:50Z",
+            annotations={
+                plan.ANNOTATION_SECONDS_TO_READY: "90.0",
+                plan.ANNOTATION_SECONDS_TO_WARM: "110.0",
+                plan.ANNOTATION_DELETION_COST: "200",
+            },
+        )
+    )
+    assert plan.annotation_updates(settled, now=now, load=2.2) == {}  # 220 vs 200: not worth it
+    assert plan.annotation_updates(settled, now=now, load=5.0) == {
+        plan.ANNOTATION_DELETION_COST: "500"
+    }
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "update"),
+    [
+        pytest.param(None, 0, True, id="missing"),
+        pytest.param(-1000, 0, True, id="warmed-now"),
+        pytest.param(-2000, -1000, True, id="ready-now"),
+        pytest.param(100, 105, False, id="small-wiggle"),
+        pytest.param(100, 200, True, id="doubled"),
+        pytest.param(0, 8, False, id="idle-noise"),
+    ],
+)
+def test_cost_needs_update(old: int | None, new: int, update: bool) -> None:
+    assert plan.cost_needs_update(old=old, new=new) is update
