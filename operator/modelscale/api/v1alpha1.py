@@ -569,6 +569,9 @@ class ModelDeploymentStatus(_Lenient):
     )
     autoscaling: AutoscalingStatus | None = None
     warm_up: WarmUpStatus | None = None
+    kopf: dict[str, Any] = Field(default_factory=dict)
+    """Bookkeeping of the kopf framework (handler progress, last handled spec), kept in
+    status rather than in annotations so GitOps tools see no drift. Not for users."""
 
 
 # --------------------------------------------------------------------------- object

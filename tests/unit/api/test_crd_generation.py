@@ -139,6 +139,11 @@ def test_status_has_no_defaults_and_an_omitted_spec_block_defaults_to_the_model_
         ),
         pytest.param(".status.autoscaling.decisions", {"maxItems": 10}, id="last-10"),
         pytest.param(
+            ".status.kopf",
+            {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+            id="kopf-state-kept",
+        ),
+        pytest.param(
             ".spec.server.env",
             {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
             id="env-map",
