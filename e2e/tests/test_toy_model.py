@@ -8,7 +8,9 @@ can be made to fail its load, and the vLLM-named metrics are on the metrics port
 from __future__ import annotations
 
 import json
+import os
 import pathlib
+import signal
 import statistics
 import threading
 import time
@@ -18,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
+import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from prometheus_client.parser import text_string_to_metric_families
 from tritonclient.utils import InferenceServerException
@@ -331,3 +334,109 @@ def test_token_counters_count_words(server: triton.LocalTriton) -> None:
 
     eventually(lambda: delta()[names[2]] >= 1)
     assert delta() == dict(zip(names, (7, 9, 1), strict=True))
+
+
+def test_grpc_infer_works_like_http(server: triton.LocalTriton) -> None:
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    try:
+        text = grpcclient.InferInput("text_input", [1], "BYTES")
+        text.set_data_from_numpy(np.array([b"warm me up"], dtype=np.object_))
+        params = grpcclient.InferInput("sampling_parameters", [1], "BYTES")
+        params.set_data_from_numpy(np.array([b'{"max_tokens": 6}'], dtype=np.object_))
+        result = client.infer(MODEL, [text, params])
+    finally:
+        client.close()
+    out = result.as_numpy("text_output")
+    assert out is not None
+    assert bytes(out.reshape(-1)[0]).decode().startswith("warm me up ")
+    assert len(bytes(out.reshape(-1)[0]).split()) == 3 + 6
+
+
+def test_stop_cleans_shared_memory_of_a_crashed_server(tmp_path: pathlib.Path) -> None:
+    address = "127.0.77.5"
+    handle = _start(tmp_path, address, {})
+    try:
+        triton.wait_ready(handle)
+        assert list(pathlib.Path("/dev/shm").glob(triton.shm_prefix(address) + "*"))
+        os.killpg(handle.process.pid, signal.SIGKILL)  # server and stub die without cleanup
+        handle.process.wait(timeout=10)
+        assert list(pathlib.Path("/dev/shm").glob(triton.shm_prefix(address) + "*"))
+    finally:
+        triton.stop(handle)
+    assert not list(pathlib.Path("/dev/shm").glob(triton.shm_prefix(address) + "*"))
+
+
+# --- launch_spec (no server) -------------------------------------------------------------
+
+
+def _flag(argv: list[str], flag: str) -> list[str]:
+    return [a.split("=", 1)[1] for a in argv if a.startswith(flag + "=")]
+
+
+@pytest.mark.parametrize(
+    ("container_args", "expect_repo", "expect_ports", "expect_passthrough"),
+    [
+        pytest.param(
+            ["tritonserver", "--model-repository=s3://bucket/models", "--model-control-mode",
+             "explicit", "--load-model=toy_llm"],
+            [str(triton.MODEL_REPOSITORY)], ("8000", "8001", "8002"),
+            ["--model-control-mode=explicit", "--load-model=toy_llm"],
+            id="remote-repository-replaced-by-toy-models",
+        ),
+        pytest.param(
+            ["--model-repository", "/models", "--http-port", "9000", "--grpc-port=9001",
+             "--metrics-port=9002", "--metrics-config=summary_latencies=true"],
+            [str(triton.MODEL_REPOSITORY)], ("9000", "9001", "9002"),
+            ["--metrics-config=summary_latencies=true"],
+            id="ports-from-args-both-spellings",
+        ),
+        pytest.param(
+            [f"--model-repository={triton.MODEL_REPOSITORY.parent}", "--http-address=0.0.0.0",
+             "--backend-directory=/opt/tritonserver/backends", "--log-verbose=1"],
+            [str(triton.MODEL_REPOSITORY.parent)], ("8000", "8001", "8002"),
+            ["--log-verbose=1"],
+            id="local-repository-kept-addresses-and-backends-ours",
+        ),
+    ],
+)  # fmt: skip
+def test_launch_spec_binds_the_address_and_keeps_container_intent(
+    *,
+    tmp_path: pathlib.Path,
+    container_args: list[str],
+    expect_repo: list[str],
+    expect_ports: tuple[str, str, str],
+    expect_passthrough: list[str],
+) -> None:
+    argv, _ = triton.launch_spec(
+        address="198.18.0.10", container_args=container_args, container_env={}, workdir=tmp_path
+    )
+    assert pathlib.Path(argv[0]).name == "tritonserver" and os.access(argv[0], os.X_OK)
+    assert _flag(argv, "--model-repository") == expect_repo
+    for kind in ("http", "grpc", "metrics"):
+        assert _flag(argv, f"--{kind}-address") == ["198.18.0.10"]
+    got_ports = tuple(_flag(argv, f"--{k}-port")[0] for k in ("http", "grpc", "metrics"))
+    assert got_ports == expect_ports
+    (backends,) = _flag(argv, "--backend-directory")
+    assert {p.name for p in (pathlib.Path(backends) / "python").iterdir()} >= {
+        "libtriton_python.so",
+        "triton_python_backend_stub",
+        "triton_python_backend_utils.py",
+    }
+    assert argv[-len(expect_passthrough) :] == expect_passthrough
+
+
+def test_launch_spec_environment_is_what_the_stub_needs(tmp_path: pathlib.Path) -> None:
+    _, env = triton.launch_spec(
+        address="198.18.0.10",
+        container_args=[],
+        container_env={"TOY_LLM_KNEE": "4", "PATH": "/usr/bin:/bin", "PYTHONPATH": "/elsewhere"},
+        workdir=tmp_path,
+    )
+    venv_bin = pathlib.Path(env["PATH"].split(os.pathsep)[0])
+    assert (venv_bin / "python3").exists() and venv_bin.parent.joinpath("pyvenv.cfg").exists()
+    assert env["PATH"].endswith("/usr/bin:/bin")
+    libs = env["LD_LIBRARY_PATH"].split(os.pathsep)
+    assert any(p.endswith("nvidia_pytriton.libs") for p in libs)
+    assert any(pathlib.Path(p, "libpython3.11.so.1.0").exists() for p in libs)
+    assert env["TOY_LLM_KNEE"] == "4"
+    assert "PYTHONPATH" not in env  # the stub must take the venv's site-packages, nothing else
