@@ -193,12 +193,16 @@ def post_event(involved: dict[str, Any], *, warning: bool, reason: str, message:
 
 
 async def _write_condition(
-    facts: plan.PodFacts, *, ok: bool, reason: str, message: str
+    facts: plan.PodFacts, *, ok: bool, reason: str, message: str, now: float | None = None
 ) -> plan.PodFacts:
     """Write the gate condition; returns the facts with it, so that the next write keeps
     lastTransitionTime while the status stays the same."""
     condition = plan.warmed_condition(
-        status=ok, reason=reason, message=message, now=time.time(), previous=facts.warmed_condition
+        status=ok,
+        reason=reason,
+        message=message,
+        now=time.time() if now is None else now,
+        previous=facts.warmed_condition,
     )
     await _api(patch_condition, facts, condition)
     return dataclasses.replace(facts, warmed_condition=condition)
@@ -227,8 +231,9 @@ def _target(facts: plan.PodFacts, model: str) -> warmup_client.Target:
     return warmup_client.Target(host=facts.ip, model=model)
 
 
-async def _record_warmed(facts: plan.PodFacts, *, attempts: int) -> None:
-    now = time.time()
+async def _record_warmed(facts: plan.PodFacts, *, attempts: int, now: float) -> None:
+    # `now` is taken just before the gate opened: creation + seconds-to-warm never lies
+    # after the moment traffic could first arrive.
     updates = plan.annotation_updates(facts, now=now, load=None, warmed=True, attempts=attempts)
     await _api(patch_annotations, facts, updates)
     md = facts.modeldeployment or ""
@@ -262,14 +267,16 @@ async def warm_up(facts: plan.PodFacts, stop: threading.Event) -> None:
             )
             return
         if not settings.enabled:
+            now = time.time()
             await _write_condition(
                 facts,
                 ok=True,
                 reason=plan.REASON_DISABLED,
                 message="warm-up disabled: ready as soon as the containers are",
+                now=now,
             )
             WARMUPS.labels(facts.namespace, md_name, plan.REASON_DISABLED).inc()
-            await _record_warmed(facts, attempts=attempts)
+            await _record_warmed(facts, attempts=attempts, now=now)
             return
         if plan.should_give_up(attempts=attempts, settings=settings):
             await _give_up(
@@ -301,10 +308,11 @@ async def warm_up(facts: plan.PodFacts, stop: threading.Event) -> None:
         WARMUPS.labels(facts.namespace, md_name, result.reason).inc()
         WARMUP_DURATION.labels(facts.namespace, md_name).observe(result.duration_seconds)
         if result.ok:
+            now = time.time()
             facts = await _write_condition(
-                facts, ok=True, reason=result.reason, message=result.message
+                facts, ok=True, reason=result.reason, message=result.message, now=now
             )
-            await _record_warmed(facts, attempts=attempts)
+            await _record_warmed(facts, attempts=attempts, now=now)
             log.info("%s/%s: %s", facts.namespace, facts.name, result.message)
             await _api(
                 post_event,
