@@ -1,0 +1,199 @@
+"""The generated CRD on the real kube-apiserver: it is accepted, fills in the same defaults
+the operator assumes, refuses bad specs at apply time with the message a user reads, and
+serves the scale and status subresources and the printer columns."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from harness.kubectl import Kubectl, wait_until
+from modelscale.api import crd, v1alpha1
+from modelscale.api.v1alpha1 import ModelDeployment
+
+pytestmark = pytest.mark.cluster
+
+CRD_NAME = "modeldeployments.modelscale.dev"
+
+
+@pytest.fixture(scope="module")
+def kubectl(cluster: Any) -> Kubectl:
+    return Kubectl(cluster.bin_dir, cluster.kubeconfig)
+
+
+@pytest.fixture(scope="module")
+def installed(kubectl: Kubectl) -> Iterator[None]:
+    """The freshly generated CRD, applied as `make crds` users would (server-side)."""
+    kubectl.run(
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        "--field-manager=modelscale-crd-test",
+        "-f",
+        "-",
+        stdin=crd.render(),
+    )
+    kubectl.run("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
+    yield
+
+
+def md(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": v1alpha1.API_VERSION,
+        "kind": v1alpha1.KIND,
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"model": {"name": "toy_llm", "repository": "/models"}, **spec},
+    }
+
+
+def test_crd_is_established_with_its_names(installed: None, kubectl: Kubectl) -> None:
+    obj = kubectl.json("get", "crd", CRD_NAME)
+    conditions = {c["type"]: c["status"] for c in obj["status"]["conditions"]}
+    assert conditions["Established"] == "True"
+    assert conditions["NamesAccepted"] == "True"
+    assert obj["status"]["acceptedNames"]["shortNames"] == ["mdep"]
+    assert obj["status"]["acceptedNames"]["categories"] == ["modelscale", "ai"]
+
+
+def test_apiserver_fills_in_the_defaults_the_operator_assumes(
+    installed: None, kubectl: Kubectl, namespace: str
+) -> None:
+    kubectl.apply(md("minimal", namespace))
+    stored = kubectl.json("-n", namespace, "get", "mdep", "minimal")
+    assert stored["spec"]["scaling"]["mode"] == "Predictive"
+    assert stored["spec"]["server"]["gpus"] == 1
+    assert stored["spec"]["warmUp"]["success"]["stableLastN"] == 3
+    assert ModelDeployment.model_validate(stored).spec == (
+        ModelDeployment.model_validate(md("minimal", namespace)).spec
+    )
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        pytest.param({"minReplicas": 5, "maxReplicas": 2}, v1alpha1.MSG_MIN_MAX, id="min-over-max"),
+        pytest.param({"replicas": 20}, v1alpha1.MSG_REPLICAS_BOUNDS, id="replicas-over-max"),
+        pytest.param(
+            {"server": {"gpus": -1}}, "should be greater than or equal to 0", id="negative-gpus"
+        ),
+        pytest.param(
+            {"scaling": {"mode": "Sometimes"}}, 'Unsupported value: "Sometimes"', id="unknown-mode"
+        ),
+        pytest.param(
+            {"scaling": {"targets": {"latencySLO": {"p99Seconds": 0}}}},
+            "should be greater than 0",
+            id="zero-slo",
+        ),
+        pytest.param(
+            {"scaling": {"targets": {"headroom": 1.5}}},
+            "should be less than or equal to 1",
+            id="headroom-over-1",
+        ),
+        pytest.param(
+            {"scaling": {"onMissingMetrics": {"behaviour": "Floor"}}},
+            v1alpha1.MSG_FLOOR,
+            id="floor-without-count",
+        ),
+        pytest.param(
+            {"warmUp": {"autoGenerate": False}},
+            v1alpha1.MSG_WARMUP_INPUTS,
+            id="warm-up-without-inputs",
+        ),
+        pytest.param({"warmUp": {"count": 2}}, v1alpha1.MSG_STABLE_N, id="stable-n-over-count"),
+        pytest.param({"server": {"drainSeconds": 90}}, v1alpha1.MSG_DRAIN, id="drain-over-grace"),
+        pytest.param(
+            {"disruption": {"maxUnavailable": "half"}},
+            v1alpha1.MSG_MAX_UNAVAILABLE,
+            id="bad-percent",
+        ),
+        pytest.param({"server": {"gpu": 1}}, 'unknown field "spec.server.gpu"', id="typo"),
+    ],
+)
+def test_invalid_spec_is_refused_at_apply_time_with_a_readable_message(
+    installed: None, kubectl: Kubectl, namespace: str, spec: dict[str, Any], message: str
+) -> None:
+    proc = kubectl.apply(md("bad", namespace, **spec), check=False)
+    assert proc.returncode != 0, f"accepted: {spec}"
+    assert message in proc.stderr
+    # ... and the same spec is refused by the operator's own parser with the same words.
+    if not message.startswith(("should", "Unsupported", "unknown")):
+        with pytest.raises(ValueError, match=re.escape(message)):
+            ModelDeployment.model_validate(md("bad", namespace, **spec))
+
+
+def test_scale_subresource_and_status(installed: None, kubectl: Kubectl, namespace: str) -> None:
+    kubectl.apply(md("scaled", namespace, maxReplicas=4, scaling={"mode": "External"}))
+    kubectl.run("-n", namespace, "scale", "mdep", "scaled", "--replicas=3")
+    assert kubectl.json("-n", namespace, "get", "mdep", "scaled")["spec"]["replicas"] == 3
+    refused = kubectl.run("-n", namespace, "scale", "mdep", "scaled", "--replicas=9", check=False)
+    assert refused.returncode != 0 and v1alpha1.MSG_REPLICAS_BOUNDS in refused.stderr
+
+    status = {
+        "replicas": 2,
+        "readyReplicas": 1,
+        "desiredReplicas": 3,
+        "selector": "modelscale.dev/modeldeployment=scaled",
+        "autoscaling": {"currentTokenRate": 812.5, "currentP99Seconds": 0.42, "state": {"a": [1]}},
+        "kopf": {"progress": {"h": {"retries": 1}}},
+    }
+    kubectl.run(
+        "-n",
+        namespace,
+        "patch",
+        "mdep",
+        "scaled",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps({"status": status}),
+    )
+    scale = json.loads(
+        kubectl.run(
+            "get",
+            "--raw",
+            f"/apis/modelscale.dev/v1alpha1/namespaces/{namespace}/modeldeployments/scaled/scale",
+        ).stdout
+    )
+    assert scale["spec"]["replicas"] == 3
+    assert scale["status"] == {"replicas": 2, "selector": "modelscale.dev/modeldeployment=scaled"}
+    stored = kubectl.json("-n", namespace, "get", "mdep", "scaled")["status"]
+    # Free-form fields survive pruning: the policy's state and kopf's bookkeeping.
+    assert stored["autoscaling"]["state"] == {"a": [1]}
+    assert stored["kopf"] == {"progress": {"h": {"retries": 1}}}
+
+    table = wait_until(
+        lambda: kubectl.run("-n", namespace, "get", "mdep", "scaled").stdout,
+        timeout=10,
+        what="kubectl get mdep",
+    )
+    header, row = table.splitlines()[:2]
+    assert header.split() == [
+        "NAME",
+        "READY",
+        "REPLICAS",
+        "DESIRED",
+        "TOKENS/S",
+        "P99",
+        "SLO",
+        "MODE",
+        "AGE",
+    ]
+    assert row.split()[:8] == ["scaled", "1", "2", "3", "812.5", "0.42", "2", "External"]
+
+
+def test_samples_are_accepted(installed: None, kubectl: Kubectl, namespace: str) -> None:
+    for path in sorted(
+        (Path(__file__).resolve().parents[2] / "manifests" / "samples").glob("*.yaml")
+    ):
+        obj = yaml.safe_load(path.read_text())
+        obj["metadata"]["namespace"] = namespace
+        proc = kubectl.run(
+            "apply", "--dry-run=server", "-f", "-", stdin=yaml.safe_dump(obj), check=False
+        )
+        assert proc.returncode == 0, f"{path.name}: {proc.stderr}"
