@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
 from harness import loadgen, triton
@@ -180,3 +181,79 @@ def test_background_replay_can_be_stopped_early(servers: list[triton.LocalTriton
     result = running.wait(timeout_s=30)
     assert 0 < len(result.records) < len(requests)
     assert result.summary().errors == 0
+
+
+# --- EndpointSlices on the real apiserver ------------------------------------------------
+
+
+def _slice(name: str, service: str, ports: dict[str, int], endpoints: list[dict[str, Any]]) -> Any:
+    return {
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {
+            "name": name,
+            # Hand-made slices of a selector-less Service: no controller rewrites them.
+            "labels": {
+                "kubernetes.io/service-name": service,
+                "endpointslice.kubernetes.io/managed-by": "modelscale-tests",
+            },
+        },
+        "addressType": "IPv4",
+        "ports": [{"name": n, "port": p, "protocol": "TCP"} for n, p in ports.items()],
+        "endpoints": endpoints,
+    }
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize(
+    ("port_name", "expected"),
+    [
+        pytest.param(
+            "http",
+            ["198.18.9.1:8000", "198.18.9.3:8000", "198.18.9.4:8000"],
+            id="ready-and-unknown-endpoints-of-all-slices",
+        ),
+        pytest.param(
+            "metrics", ["198.18.9.1:8002", "198.18.9.3:8002"], id="only-slices-with-the-port"
+        ),
+    ],
+)
+def test_ready_endpoints_from_slices(
+    *, kube_api: Any, namespace: str, port_name: str, expected: list[str]
+) -> None:
+    core, discovery = client.CoreV1Api(kube_api), client.DiscoveryV1Api(kube_api)
+    service: Any = {
+        "metadata": {"name": "toy"},
+        "spec": {"ports": [{"name": "http", "port": 8000}]},
+    }
+    core.create_namespaced_service(namespace, service)
+    slices = [
+        _slice(
+            "toy-a",
+            "toy",
+            {"http": 8000, "metrics": 8002},
+            [
+                {"addresses": ["198.18.9.1"], "conditions": {"ready": True}},
+                {"addresses": ["198.18.9.2"], "conditions": {"ready": False}},
+                {"addresses": ["198.18.9.3"], "conditions": {}},
+            ],
+        ),
+        _slice(
+            "toy-b",
+            "toy",
+            {"http": 8000},
+            [
+                {"addresses": ["198.18.9.4"], "conditions": {"ready": True}},
+                {
+                    "addresses": ["198.18.9.5"],
+                    "conditions": {"ready": False, "serving": True, "terminating": True},
+                },
+            ],
+        ),
+        _slice("other", "other", {"http": 8000}, [{"addresses": ["198.18.9.9"], "conditions": {}}]),
+    ]
+    for body in slices:
+        discovery.create_namespaced_endpoint_slice(namespace, body)
+    assert loadgen.ready_endpoints_from_slices(discovery, namespace, "toy", port_name) == expected
+    # An ApiClient works as well (the lead's fixtures hand one out).
+    assert loadgen.ready_endpoints_from_slices(kube_api, namespace, "toy", port_name) == expected
