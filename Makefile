@@ -37,7 +37,7 @@ typecheck: $(STAMP) ## mypy --strict on the package
 	$(PY) -m mypy
 
 .PHONY: unit
-unit: $(STAMP) ## unit tests of the pure core (no servers)
+unit: $(STAMP) cluster-tools ## unit tests (no servers; the install-file tests run the pinned helm)
 	$(PY) -m pytest -q tests/unit
 
 CRD_FILE := crds/modeldeployments.modelscale.dev.yaml
@@ -47,6 +47,7 @@ crds: $(STAMP) ## regenerate the CRD from the pydantic models (and the chart's c
 	mkdir -p charts/modelscale/crds && cp $(CRD_FILE) charts/modelscale/crds/
 
 include e2e/e2e.mk
+include charts/chart.mk
 -include bench/bench.mk
 
 .PHONY: test

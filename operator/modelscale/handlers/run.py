@@ -27,7 +27,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--prometheus-url",
         default=os.environ.get(
-            "MODELSCALE_PROMETHEUS_URL", "http://prometheus-operated.monitoring:9090"
+            "MODELSCALE_PROMETHEUS_URL", "http://prometheus-operated.monitoring.svc:9090"
         ),
         help="Prometheus that scrapes the Triton pods (a ModelDeployment may override it)",
     )

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 @dataclass
 class Settings:
-    prometheus_url: str = "http://prometheus-operated.monitoring:9090"
+    prometheus_url: str = "http://prometheus-operated.monitoring.svc:9090"
     autoscale_interval: float = 15.0
     resync_interval: float = 60.0
     namespaces: tuple[str, ...] = ()  # empty: all namespaces
