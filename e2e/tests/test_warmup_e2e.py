@@ -1,0 +1,249 @@
+"""Warm-up before traffic, end to end on the local cluster with real Triton pods.
+
+The operator runs from the Helm chart (a real process, as its ServiceAccount); pods run a
+real tritonserver with the toy LLM, and their Ready condition is computed as the kubelet
+does (containers ready AND every readiness gate True). So "absent from ready endpoints"
+below is what the EndpointSlice controller decided, not something we assume.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import time
+from typing import Any
+
+import pytest
+
+from harness import loadgen
+from harness.kubectl import Kubectl, wait_until
+from modelscale.warmup import plan
+
+pytestmark = pytest.mark.cluster
+
+TRACE = pathlib.Path(__file__).resolve().parents[1] / "traces" / "azure2023_conv_normalized.csv.gz"
+GATE = plan.CONDITION_TYPE
+
+
+def modeldeployment(
+    name: str,
+    namespace: str,
+    *,
+    env: dict[str, str],
+    replicas: int = 1,
+    warm_up: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "modelscale.dev/v1alpha1",
+        "kind": "ModelDeployment",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "model": {"name": "toy_llm", "repository": "/models", "backend": "python"},
+            "server": {
+                "image": "nvcr.io/nvidia/tritonserver:24.10-py3",
+                "gpus": 1,
+                "env": [{"name": k, "value": v} for k, v in env.items()],
+                "drainSeconds": 1,
+                "terminationGracePeriodSeconds": 10,
+            },
+            "replicas": replicas,
+            "minReplicas": 1,
+            "maxReplicas": 3,
+            "scaling": {"mode": "External"},
+            "warmUp": warm_up
+            or {
+                "protocol": "GRPC",
+                "count": 4,
+                "concurrency": 1,
+                "success": {"stableLastN": 3, "maxLatencyFactor": 1.5},
+            },
+        },
+    }
+
+
+def pods_of(kubectl: Kubectl, ns: str, name: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = kubectl.json(
+        "-n", ns, "get", "pods", "-l", f"{plan.MD_LABEL}={name}"
+    )["items"]
+    return [p for p in items if not p["metadata"].get("deletionTimestamp")]
+
+
+def gate(pod: dict[str, Any]) -> dict[str, Any]:
+    facts = plan.pod_facts(pod)
+    return dict(facts.warmed_condition or {})
+
+
+def ready_ips(kube_api: Any, ns: str, service: str) -> set[str]:
+    return {e.rsplit(":", 1)[0] for e in loadgen.ready_endpoints_from_slices(kube_api, ns, service)}
+
+
+def warm_time(pod: dict[str, Any]) -> float:
+    """The moment the operator decided to open the gate (creation + seconds-to-warm)."""
+    facts = plan.pod_facts(pod)
+    assert facts.created is not None and facts.seconds_to_warm is not None, pod["metadata"]
+    return facts.created + facts.seconds_to_warm
+
+
+def watch_gate_and_endpoints(
+    kubectl: Kubectl, kube_api: Any, ns: str, name: str, *, timeout: float
+) -> list[tuple[bool, bool, bool]]:
+    """Observe (containers ready, gate True, in ready endpoints) for the single pod until its
+    gate is True and it is in the ready endpoints. Endpoints are read BEFORE the pod, so
+    "ready endpoint but gate not True" cannot be an artefact of reading order (the gate
+    never goes back from True)."""
+    seen: list[tuple[bool, bool, bool]] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ips = ready_ips(kube_api, ns, name)
+        pods = pods_of(kubectl, ns, name)
+        if len(pods) == 1 and pods[0]["status"].get("podIP"):
+            facts = plan.pod_facts(pods[0])
+            seen.append((facts.containers_ready, facts.warmed, facts.ip in ips))
+            if facts.warmed and facts.ip in ips:
+                return seen
+        time.sleep(0.3)
+    raise AssertionError(f"pod never warmed and ready within {timeout:.0f} s; seen {seen[-5:]}")
+
+
+COLD_ENV = {"TOY_LLM_COLD_REQUESTS": "6", "TOY_LLM_COLD_PENALTY_S": "1.5"}
+
+
+def test_new_pod_gets_traffic_only_after_its_warm_up(
+    operator: str, kubectl: Kubectl, kube_api: Any, namespace: str
+) -> None:
+    kubectl.apply(modeldeployment("toy", namespace, env=COLD_ENV))
+    seen = watch_gate_and_endpoints(kubectl, kube_api, namespace, "toy", timeout=300)
+    # The pod was observed warming: containers ready, gate not yet True ...
+    assert (True, False, False) in seen, seen
+    # ... and it never was a ready endpoint before the gate opened.
+    assert not [s for s in seen if s[2] and not s[1]], seen
+    (pod,) = pods_of(kubectl, namespace, "toy")
+    condition = gate(pod)
+    assert condition["reason"] == plan.REASON_WARMED_UP
+    # The cold toy model needed more than `count` requests before latencies settled.
+    requests = int(condition["message"].split("warmed up with ")[1].split()[0])
+    assert requests >= 6 + 3, condition["message"]
+    facts = plan.pod_facts(pod)
+    assert facts.seconds_to_ready is not None and facts.seconds_to_warm is not None
+    assert facts.seconds_to_warm >= facts.seconds_to_ready
+    assert int(facts.annotations[plan.ANNOTATION_DELETION_COST]) >= 0
+    print(
+        f"\nWARM-UP pod {facts.name}: creation->containers ready {facts.seconds_to_ready:.1f} s,"
+        f" creation->warmed {facts.seconds_to_warm:.1f} s; {condition['message']}"
+    )
+
+
+def test_no_user_request_reaches_a_pod_before_its_warm_up(
+    operator: str, kubectl: Kubectl, kube_api: Any, namespace: str
+) -> None:
+    """Trace load through the ready endpoints (as a gateway routes) while a second pod
+    starts: the new pod serves 0 requests before its warm-up finished."""
+    kubectl.apply(modeldeployment("toy", namespace, env=COLD_ENV))
+    wait_until(
+        lambda: any(gate(p).get("status") == "True" for p in pods_of(kubectl, namespace, "toy")),
+        timeout=300,
+        what="the first pod warmed",
+    )
+    (first,) = pods_of(kubectl, namespace, "toy")
+    requests = loadgen.read_trace(TRACE, duration_s=900, speedup=2.0)
+    with loadgen.EndpointPoller(
+        lambda: loadgen.ready_endpoints_from_slices(kube_api, namespace, "toy"), interval_s=0.3
+    ) as endpoints:
+        replay = loadgen.start_replay(
+            requests, endpoints=endpoints, max_output_tokens=16, max_concurrency=16
+        )
+        try:
+            kubectl.run("-n", namespace, "scale", "mdep", "toy", "--replicas=2")
+
+            def second_pod_served() -> dict[str, Any] | None:
+                for pod in pods_of(kubectl, namespace, "toy"):
+                    ip = pod["status"].get("podIP")
+                    if pod["metadata"]["uid"] == first["metadata"]["uid"] or not ip:
+                        continue
+                    served = [r for r in replay.records_so_far() if r.pod_ip == ip]
+                    if gate(pod).get("status") == "True" and len(served) >= 5:
+                        return pod
+                return None
+
+            second: dict[str, Any] = wait_until(
+                second_pod_served, timeout=300, what="the second pod warmed and serving"
+            )
+        finally:
+            replay.stop()
+        result = replay.wait(120)
+    ip = second["status"]["podIP"]
+    opened = warm_time(second)
+    to_second = result.served_by(ip)
+    early = [r for r in to_second if r.sent_at < opened]
+    assert early == [], f"{len(early)} user requests reached {ip} before its warm-up finished"
+    assert [r for r in to_second if r.outcome == loadgen.OK], "the warmed pod served nothing"
+    summary = result.summary()
+    print(
+        f"\nLOAD {summary.count} requests, {summary.ok} ok, {summary.no_endpoint} without "
+        f"endpoint; to the new pod: {len(to_second)}, before warm-up: {len(early)}"
+    )
+
+
+def test_model_that_fails_to_load_gets_its_pod_replaced(
+    operator: str, kubectl: Kubectl, namespace: str
+) -> None:
+    kubectl.apply(
+        modeldeployment(
+            "broken",
+            namespace,
+            env={"TOY_LLM_FAIL_LOAD": "1"},
+            warm_up={"count": 2, "maxAttempts": 2, "success": {"stableLastN": 2}},
+        )
+    )
+    first = wait_until(lambda: pods_of(kubectl, namespace, "broken"), timeout=120, what="a pod")[0]
+    uid = first["metadata"]["uid"]
+
+    def gave_up_event() -> list[dict[str, Any]]:
+        events = kubectl.json("-n", namespace, "get", "events")["items"]
+        return [
+            e
+            for e in events
+            if e.get("reason") == plan.REASON_GAVE_UP
+            and e["involvedObject"]["kind"] == "ModelDeployment"
+        ]
+
+    wait_until(gave_up_event, timeout=300, what="a WarmUpGaveUp event on the ModelDeployment")
+
+    def replaced() -> bool:
+        pods = pods_of(kubectl, namespace, "broken")
+        return bool(pods) and all(p["metadata"]["uid"] != uid for p in pods)
+
+    wait_until(replaced, timeout=120, what=f"pod {first['metadata']['name']} replaced")
+    (event, *_) = gave_up_event()
+    assert event["type"] == "Warning"
+    assert "exit" in event["message"], event["message"]
+    kubectl.run("-n", namespace, "delete", "mdep", "broken", "--wait=false")
+
+
+def test_operator_restart_mid_warm_up_resumes_it(
+    operator: str, kubectl: Kubectl, namespace: str
+) -> None:
+    # A long cold start (about 30 s of warm-up) so the restart lands in the middle of it.
+    env = {"TOY_LLM_COLD_REQUESTS": "10", "TOY_LLM_COLD_PENALTY_S": "5"}
+    kubectl.apply(modeldeployment("slow", namespace, env=env))
+
+    def in_progress() -> bool:
+        return any(
+            gate(p).get("reason") == plan.REASON_IN_PROGRESS
+            for p in pods_of(kubectl, namespace, "slow")
+        )
+
+    wait_until(in_progress, timeout=300, what="a warm-up in progress")
+    restarted_at = time.time()
+    kubectl.run("-n", operator, "rollout", "restart", "deployment/modelscale")
+    kubectl.run("-n", operator, "rollout", "status", "deployment/modelscale", "--timeout=180s")
+    (pod,) = wait_until(
+        lambda: [p for p in pods_of(kubectl, namespace, "slow") if gate(p).get("status") == "True"],
+        timeout=300,
+        what="the pod warmed after the operator restart",
+    )
+    condition = gate(pod)
+    assert condition["reason"] == plan.REASON_WARMED_UP
+    # The gate was opened by the new operator process, after the old one was stopped.
+    assert warm_time(pod) > restarted_at
+    assert plan.pod_facts(pod).attempts == 0  # an interrupted attempt is not a failure
+    print(f"\nRESTART resumed: {condition['message']}")
