@@ -1,0 +1,211 @@
+"""The Prometheus adapter: run the batched queries, hand the vectors to pure code.
+
+    result = fetch_signals(url=..., queries=promql.presets(backend="vllm"),
+                           pods={(namespace, pod): (namespace, md_name), ...},
+                           timeout=5.0, time=None, overrides={...})
+    result.signals[(namespace, md_name)] -> promql.Signals
+    result.queries -> queries issued (the same for 1 or 200 ModelDeployments, plus one per
+                      spec override)
+
+`time` evaluates every query at one instant (deterministic tests; the operator passes
+its loop's `now`). Failures (unreachable, timeout, HTTP error, bad JSON) raise
+`PrometheusError`; the handler turns it into a kopf.TemporaryError and the policy holds.
+
+Blocking I/O (requests under prometheus-api-client): call from a thread, never from
+`async def`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections import defaultdict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import requests
+from prometheus_api_client import PrometheusConnect
+from prometheus_api_client.exceptions import PrometheusApiClientException
+from urllib3.util.retry import Retry
+
+from modelscale.metrics import promql
+
+Key = promql.Key
+
+
+class PrometheusError(Exception):
+    """Prometheus unreachable, too slow, or it rejected a query."""
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    signals: dict[Key, promql.Signals]
+    queries: int
+
+
+def connect(*, url: str, timeout: float) -> PrometheusConnect:
+    # No client-side retries: the loop runs again in 15 s, and a retrying client would
+    # stretch one cycle past the next when Prometheus is down.
+    return PrometheusConnect(url=url, timeout=timeout, retry=Retry(total=0), disable_ssl=False)
+
+
+def _instant(
+    prom: PrometheusConnect, *, expr: str, time: float | None, timeout: float
+) -> list[promql.Sample]:
+    params: dict[str, Any] = {"timeout": f"{timeout:g}s"}
+    if time is not None:
+        params["time"] = f"{time:.3f}"
+    try:
+        result = prom.custom_query(expr, params=params)
+        return promql.parse_vector(result)
+    except (requests.RequestException, PrometheusApiClientException) as err:
+        raise PrometheusError(f"{prom.url}: query failed: {_short(err)}: {expr}") from err
+    except (KeyError, TypeError, ValueError) as err:
+        raise PrometheusError(f"{prom.url}: unexpected answer to {expr}: {err}") from err
+
+
+def _short(err: Exception) -> str:
+    text = str(err)
+    return text if len(text) <= 300 else text[:300] + "..."
+
+
+def fetch_signals(
+    *,
+    url: str,
+    queries: Mapping[str, promql.Query],
+    pods: Mapping[tuple[str, str], Key],
+    timeout: float,
+    time: float | None = None,
+    overrides: Mapping[Key, Mapping[str, str]] | None = None,
+    prom: PrometheusConnect | None = None,
+) -> FetchResult:
+    """Signals for every ModelDeployment in `pods` (and in `overrides`).
+
+    Batched queries: one each, whatever the number of ModelDeployments. Overrides
+    (signal -> PromQL, per ModelDeployment) cost one query each. The sample time of an
+    overridden token rate is the evaluation time when the override returned data
+    (Prometheus itself drops series older than its 5-minute lookback)."""
+    prom = prom or connect(url=url, timeout=timeout)
+    overrides = overrides or {}
+    issued = 0
+    values: dict[str, dict[Key, float]] = {}
+    counts: dict[Key, int] = {}
+    eval_time: float | None = time
+    for signal, query in queries.items():
+        samples = _instant(prom, expr=query.expr, time=time, timeout=timeout)
+        issued += 1
+        values[signal] = promql.aggregate(query, samples, owners=pods)
+        if signal == promql.SAMPLE_TIME:
+            counts = promql.reporting_pods(samples, owners=pods)
+        if samples and eval_time is None:
+            eval_time = samples[0].timestamp
+
+    overridden: dict[Key, dict[str, float | None]] = defaultdict(dict)
+    for key, per_signal in overrides.items():
+        for signal, expr in per_signal.items():
+            if not expr:
+                continue
+            query = promql.override(signal, expr)
+            samples = _instant(prom, expr=expr, time=time, timeout=timeout)
+            issued += 1
+            overridden[key][signal] = promql.aggregate_override(query, samples, key=key)
+            if samples and eval_time is None:
+                eval_time = samples[0].timestamp
+
+    keys = set(pods.values()) | set(overrides)
+    signals = {
+        key: _signals_for(
+            key,
+            values=values,
+            overridden=overridden.get(key, {}),
+            pods_reporting=counts.get(key, 0),
+            eval_time=eval_time,
+        )
+        for key in keys
+    }
+    return FetchResult(signals=signals, queries=issued)
+
+
+def _signals_for(
+    key: Key,
+    *,
+    values: Mapping[str, Mapping[Key, float]],
+    overridden: Mapping[str, float | None],
+    pods_reporting: int,
+    eval_time: float | None,
+) -> promql.Signals:
+    sources: dict[str, str] = {}
+
+    def pick(signal: str) -> float | None:
+        if signal in overridden:
+            sources[signal] = "override"
+            return overridden[signal]
+        value = values.get(signal, {}).get(key)
+        if value is not None:
+            sources[signal] = "preset"
+        return value
+
+    p99 = pick(promql.LATENCY_P99)
+    if p99 is None and promql.LATENCY_P99 not in overridden:
+        p99 = values.get(promql.LATENCY_P99_MEAN, {}).get(key)
+        if p99 is not None:
+            sources[promql.LATENCY_P99] = "mean-fallback"
+    token_rate = pick(promql.TOKEN_RATE)
+    sample_time = values.get(promql.SAMPLE_TIME, {}).get(key)
+    if promql.TOKEN_RATE in overridden:
+        sample_time = eval_time if token_rate is not None else None
+    return promql.Signals(
+        token_rate=token_rate,
+        prompt_token_rate=pick(promql.PROMPT_TOKEN_RATE),
+        request_rate=pick(promql.REQUEST_RATE),
+        p99_seconds=p99,
+        queue_depth=pick(promql.QUEUE_DEPTH),
+        sample_time=sample_time,
+        pods_reporting=pods_reporting,
+        sources=sources,
+    )
+
+
+def fetch_history(
+    *,
+    url: str,
+    query: promql.Query,
+    owner_of: Callable[[str, str], Key | None],
+    start: float,
+    end: float,
+    step: float,
+    timeout: float,
+    prom: PrometheusConnect | None = None,
+) -> dict[Key, list[tuple[float, float]]]:
+    """A batched SUM query (e.g. the token-rate preset) over [start, end], summed per
+    ModelDeployment per step: history to bootstrap the forecaster after a restart or for
+    a new ModelDeployment (`recommender.bootstrap`). Past pods no longer exist, so the
+    owner is found by name (`promql.owner_by_deployment`)."""
+    if query.kind != promql.Kind.SUM:
+        raise ValueError("history needs a SUM query (token or request rate)")
+    prom = prom or connect(url=url, timeout=timeout)
+    try:
+        result = prom.custom_query_range(
+            query.expr,
+            start_time=dt.datetime.fromtimestamp(start, tz=dt.UTC),
+            end_time=dt.datetime.fromtimestamp(end, tz=dt.UTC),
+            step=f"{step:g}",
+            params={"timeout": f"{timeout:g}s"},
+        )
+    except (requests.RequestException, PrometheusApiClientException) as err:
+        raise PrometheusError(f"{prom.url}: range query failed: {_short(err)}") from err
+    sums: dict[Key, dict[float, float]] = defaultdict(lambda: defaultdict(float))
+    try:
+        for series in result:
+            labels = series.get("metric") or {}
+            key = owner_of(labels.get("namespace", ""), labels.get("pod", ""))
+            if key is None:
+                continue
+            for ts, raw in series["values"]:
+                value = float(raw)
+                if not math.isnan(value):
+                    sums[key][float(ts)] += value * query.scale
+    except (KeyError, TypeError, ValueError) as err:
+        raise PrometheusError(f"{prom.url}: unexpected range answer: {err}") from err
+    return {key: sorted(points.items()) for key, points in sums.items()}
