@@ -18,6 +18,7 @@ background so the replay's per-request lookup costs nothing.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import csv
@@ -39,6 +40,7 @@ import numpy as np
 import tritonclient.http as httpclient
 import tritonclient.http.aio as aiohttpclient
 from kubernetes import client
+from kubernetes import config as kube_config
 from tritonclient.utils import InferenceServerException
 
 __all__ = [
@@ -540,3 +542,67 @@ def start_replay(
 def iter_outcomes(records: Sequence[RequestRecord]) -> Iterator[tuple[str, int]]:
     """(outcome, count) pairs, most common first: handy in assertion messages."""
     yield from Counter(r.outcome for r in records).most_common()
+
+
+# --- command line ------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``PYTHONPATH=e2e python -m harness.loadgen --trace FILE (--endpoint H:P ... | --service
+    NS/NAME [--kubeconfig F]) [--speedup X] [--start S] [--duration S] [--max-requests N]``;
+    prints the summary as JSON (and every record with ``--records``)."""
+    parser = argparse.ArgumentParser(prog="harness.loadgen", description=main.__doc__)
+    parser.add_argument("--trace", required=True, type=pathlib.Path)
+    target = parser.add_mutually_exclusive_group(required=True)
+    target.add_argument("--endpoint", action="append", help="host:port of Triton HTTP")
+    target.add_argument("--service", help="NAMESPACE/NAME: ready EndpointSlice endpoints")
+    parser.add_argument("--kubeconfig", default=None)
+    parser.add_argument("--port-name", default="http")
+    parser.add_argument("--model", default="toy_llm")
+    parser.add_argument("--speedup", type=float, default=1.0)
+    parser.add_argument("--start", type=float, default=0.0, help="trace offset, s")
+    parser.add_argument("--duration", type=float, default=None, help="trace seconds to replay")
+    parser.add_argument("--max-requests", type=int, default=None)
+    parser.add_argument("--max-concurrency", type=int, default=64)
+    parser.add_argument("--max-output-tokens", type=int, default=128)
+    parser.add_argument("--timeout", type=float, default=30.0)
+    parser.add_argument("--records", action="store_true")
+    args = parser.parse_args(argv)
+
+    poller: EndpointPoller | None = None
+    if args.service:
+        namespace, _, name = args.service.partition("/")
+        new_client: Any = kube_config.new_client_from_config  # untyped in kubernetes
+        api = new_client(config_file=args.kubeconfig)
+        poller = EndpointPoller(
+            lambda: ready_endpoints_from_slices(api, namespace, name, args.port_name)
+        ).start()
+        endpoints: Endpoints = poller
+    else:
+        fixed = list(args.endpoint)
+        endpoints = lambda: fixed  # noqa: E731
+    try:
+        result = replay_trace(
+            args.trace,
+            endpoints=endpoints,
+            speedup=args.speedup,
+            start_s=args.start,
+            duration_s=args.duration,
+            max_requests=args.max_requests,
+            model=args.model,
+            max_concurrency=args.max_concurrency,
+            timeout_s=args.timeout,
+            max_output_tokens=args.max_output_tokens,
+        )
+    finally:
+        if poller is not None:
+            poller.stop()
+    out: dict[str, Any] = {"summary": dataclasses.asdict(result.summary())}
+    if args.records:
+        out["records"] = [dataclasses.asdict(r) for r in result.records]
+    print(json.dumps(out, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
