@@ -4,7 +4,6 @@ operator writes. Pure: the scaling loop in handlers/ does the I/O around it."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from modelscale.api.v1alpha1 import ModelDeployment, ModelDeploymentSpec, to_rfc3339
@@ -12,6 +11,7 @@ from modelscale.autoscaling.types import Observation, PolicyConfig, Recommendati
 from modelscale.control import conditions
 from modelscale.control.conditions import Condition
 from modelscale.control.pods import PodFacts
+from modelscale.metrics.promql import Signals
 
 # Reasons for the ScalingActive condition.
 SCALING_ACTIVE = "Active"
@@ -39,16 +39,6 @@ def policy_config(spec: ModelDeploymentSpec) -> PolicyConfig:
         floor_replicas=missing.floor_replicas if missing.floor_replicas is not None else 0,
         stale_after_seconds=missing.stale_after_seconds,
     )
-
-
-@dataclass(frozen=True)
-class Signals:
-    """What Prometheus said about one ModelDeployment this cycle (None: no data)."""
-
-    token_rate: float | None = None
-    p99_seconds: float | None = None
-    queue_depth: float | None = None
-    sample_time: float | None = None
 
 
 def observation(

@@ -30,6 +30,7 @@ from modelscale.handlers.shared import api_client
 from modelscale.kube import apply as kube_apply
 from modelscale.kube import events
 from modelscale.kube import status as kube_status
+from modelscale.metrics.promql import Signals
 from modelscale.resources import deployment, names
 from modelscale.warmup import plan as warmup_plan
 
@@ -93,7 +94,7 @@ def _list_pods(api: client.ApiClient, namespaces: Sequence[str]) -> list[dict[st
 def decide(
     md: ModelDeployment,
     *,
-    sig: scaling.Signals,
+    sig: Signals,
     raw_pods: Sequence[dict[str, Any]],
     current: int,
     now: float,
@@ -187,7 +188,7 @@ def run_pass(api: client.ApiClient, *, now: float) -> list[Outcome]:
         current = replicas_now[key]
         rec, state, obs = decide(
             md,
-            sig=sigs.get(key, scaling.Signals()),
+            sig=sigs.get(key, Signals()),
             raw_pods=pods_by_md.get(key, []),
             current=current,
             now=now,

@@ -14,12 +14,13 @@ from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
 from modelscale.api.v1alpha1 import ModelDeployment
-from modelscale.control import scaling, validation
+from modelscale.control import validation
 from modelscale.handlers import autoscale, signals
 from modelscale.kube import apply as kube_apply
 from modelscale.kube import client as kube_client
 from modelscale.kube import status as kube_status
 from modelscale.metrics.prometheus import PrometheusError
+from modelscale.metrics.promql import Signals
 from modelscale.resources import names
 
 
@@ -76,7 +77,7 @@ def main(argv: list[str]) -> int:
         sig = {}
     rec, _, obs = autoscale.decide(
         md,
-        sig=sig.get((namespace, name), scaling.Signals()),
+        sig=sig.get((namespace, name), Signals()),
         raw_pods=raw_pods,
         current=current,
         now=now,
