@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import dataclasses
 import functools
+import json
 import logging
 import threading
 import time
@@ -134,6 +135,16 @@ def fetch_modeldeployment(namespace: str, name: str) -> dict[str, Any] | None:
     return {str(k): v for k, v in body.items()}
 
 
+def fetch_pod(facts: plan.PodFacts) -> plan.PodFacts:
+    """Fresh facts (camelCase JSON, as kopf gives bodies); raises ApiException 404 if gone."""
+    resp = _core().read_namespaced_pod(facts.name, facts.namespace, _preload_content=False)
+    body = json.loads(resp.data)
+    fresh = plan.pod_facts(body)
+    if fresh.uid != facts.uid:
+        raise ApiException(status=409, reason=f"pod {facts.name} was replaced")
+    return fresh
+
+
 def patch_condition(facts: plan.PodFacts, condition: Mapping[str, Any]) -> None:
     _core().patch_namespaced_pod_status(
         facts.name,
@@ -226,6 +237,33 @@ async def _give_up(
     await _api(delete_pod, facts)
 
 
+# Spec problems are re-checked this often: a fix to `warmUp` does not change the pod
+# template, so no pod event would tell us about it.
+SPEC_RECHECK_SECONDS = 30.0
+
+
+async def _wait_for_a_fix(
+    facts: plan.PodFacts, md: Mapping[str, Any], message: str
+) -> plan.PodFacts:
+    """The warm-up cannot be planned from the spec: keep the gate closed, say why on the
+    pod and (once) on the ModelDeployment, and look at the spec again later."""
+    if plan.condition_differs(
+        facts.warmed_condition, status=False, reason=plan.REASON_INVALID_REQUEST, message=message
+    ):
+        facts = await _write_condition(
+            facts, ok=False, reason=plan.REASON_INVALID_REQUEST, message=message
+        )
+        await _api(
+            post_event,
+            _md_ref(md),
+            warning=True,
+            reason=plan.REASON_INVALID_REQUEST,
+            message=f"pod {facts.name}: {message}",
+        )
+    await asyncio.sleep(SPEC_RECHECK_SECONDS)
+    return facts
+
+
 def _target(facts: plan.PodFacts, model: str) -> warmup_client.Target:
     assert facts.ip is not None
     return warmup_client.Target(host=facts.ip, model=model)
@@ -246,6 +284,9 @@ async def _record_warmed(facts: plan.PodFacts, *, attempts: int, now: float) -> 
 
 async def warm_up(facts: plan.PodFacts, stop: threading.Event) -> None:
     """Warm one pod up, retrying with backoff; the gate opens only on success."""
+    facts = await _api(fetch_pod, facts)  # the attempt counter may have moved meanwhile
+    if not plan.needs_warmup(facts):
+        return
     md_name = facts.modeldeployment or ""
     attempts = facts.attempts
     while True:
@@ -262,10 +303,8 @@ async def warm_up(facts: plan.PodFacts, stop: threading.Event) -> None:
             settings = plan.settings_from_spec(md.get("spec") or {})
             model = plan.model_name_from_spec(md.get("spec") or {})
         except plan.PlanError as err:
-            await _write_condition(
-                facts, ok=False, reason=plan.REASON_INVALID_REQUEST, message=str(err)
-            )
-            return
+            facts = await _wait_for_a_fix(facts, md, str(err))
+            continue
         if not settings.enabled:
             now = time.time()
             await _write_condition(
@@ -307,6 +346,10 @@ async def warm_up(facts: plan.PodFacts, stop: threading.Event) -> None:
         )
         WARMUPS.labels(facts.namespace, md_name, result.reason).inc()
         WARMUP_DURATION.labels(facts.namespace, md_name).observe(result.duration_seconds)
+        if result.reason == plan.REASON_INVALID_REQUEST:
+            # The spec's fault, not the pod's: replacing pods would not help.
+            facts = await _wait_for_a_fix(facts, md, result.message)
+            continue
         if result.ok:
             now = time.time()
             facts = await _write_condition(
@@ -348,25 +391,36 @@ async def warm_up(facts: plan.PodFacts, stop: threading.Event) -> None:
             return
 
 
+# After an unexpected error (API server hiccup, a bug) the warm-up starts over this much later.
+RETRY_AFTER_ERROR_SECONDS = 10.0
+
+
 async def _run(facts: plan.PodFacts, entry_stop: threading.Event) -> None:
     try:
-        await warm_up(facts, entry_stop)
-    except warmup_client.StoppedError:
-        log.info("%s/%s: warm-up stopped", facts.namespace, facts.name)
+        while True:
+            try:
+                await warm_up(facts, entry_stop)
+                return
+            except warmup_client.StoppedError:
+                log.info("%s/%s: warm-up stopped", facts.namespace, facts.name)
+                return
+            except ApiException as err:
+                if err.status in (404, 409, 422):
+                    # The pod is gone or was replaced (uid precondition): nothing to warm.
+                    log.info("%s/%s: pod gone (%s)", facts.namespace, facts.name, err.reason)
+                    return
+                log.warning(
+                    "%s/%s: warm-up interrupted by an API error, retrying: %s",
+                    facts.namespace,
+                    facts.name,
+                    err.reason,
+                )
+            except Exception:
+                log.exception("%s/%s: warm-up crashed, retrying", facts.namespace, facts.name)
+            await asyncio.sleep(RETRY_AFTER_ERROR_SECONDS)
     except asyncio.CancelledError:
         entry_stop.set()
         raise
-    except ApiException as err:
-        # The pod went away under us (404/409 on the uid precondition) or the API failed;
-        # the next event for the pod starts a fresh warm-up if it is still needed.
-        log.warning(
-            "%s/%s: warm-up interrupted by an API error: %s",
-            facts.namespace,
-            facts.name,
-            err.reason,
-        )
-    except Exception:
-        log.exception("%s/%s: warm-up crashed", facts.namespace, facts.name)
     finally:
         current = REGISTRY.get(facts.uid)
         if current is not None and current.stop is entry_stop:
