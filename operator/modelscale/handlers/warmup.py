@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 import dataclasses
 import functools
-import json
 import logging
 import threading
 import time
@@ -137,8 +136,8 @@ def fetch_modeldeployment(namespace: str, name: str) -> dict[str, Any] | None:
 
 def fetch_pod(facts: plan.PodFacts) -> plan.PodFacts:
     """Fresh facts (camelCase JSON, as kopf gives bodies); raises ApiException 404 if gone."""
-    resp = _core().read_namespaced_pod(facts.name, facts.namespace, _preload_content=False)
-    body = json.loads(resp.data)
+    pod = _core().read_namespaced_pod(facts.name, facts.namespace)
+    body = shared.api_client().sanitize_for_serialization(pod)  # type: ignore[no-untyped-call]
     fresh = plan.pod_facts(body)
     if fresh.uid != facts.uid:
         raise ApiException(status=409, reason=f"pod {facts.name} was replaced")
