@@ -12,6 +12,7 @@ import argparse
 import base64
 import contextlib
 import dataclasses
+import fcntl
 import json
 import os
 import pathlib
@@ -38,6 +39,7 @@ ETCD_DATA = topo.STATE / "etcd"
 PROM_DATA = topo.STATE / "prometheus"
 PODS = topo.STATE / "pods"
 ENV_FILE = topo.STATE / "env"
+USERS = topo.STATE / "users"  # one file per pytest session using the cluster (its pid)
 PORTS = (topo.ETCD_CLIENT_PORT, topo.ETCD_PEER_PORT, topo.APISERVER_PORT, topo.PROMETHEUS_PORT)
 
 # Stop order: the pod runtime first (it stops pod processes while the apiserver still
@@ -677,7 +679,7 @@ def down(*, quiet: bool = False) -> None:
             if _alive(pid):
                 _kill_group(pid, grace=2.0)
     teardown_network()
-    for d in (ETCD_DATA, PROM_DATA, PODS, PIDS, SD_FILE.parent):
+    for d in (ETCD_DATA, PROM_DATA, PODS, PIDS, SD_FILE.parent, USERS):
         shutil.rmtree(d, ignore_errors=True)
     ENV_FILE.unlink(missing_ok=True)
     if not quiet:
@@ -698,15 +700,41 @@ def leftovers() -> list[str]:
 
 
 @contextlib.contextmanager
+def _locked() -> Iterator[None]:
+    """Serialise up/down between concurrent callers (several pytest sessions share it)."""
+    topo.STATE.mkdir(parents=True, exist_ok=True)
+    with (topo.STATE / ".lock").open("w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        yield
+
+
+def _other_users() -> list[int]:
+    users = []
+    for f in USERS.glob("*") if USERS.exists() else []:
+        pid = int(f.name) if f.name.isdigit() else -1
+        if pid != os.getpid() and pid > 0 and _alive(pid):
+            users.append(pid)
+        elif pid != os.getpid():
+            f.unlink(missing_ok=True)
+    return users
+
+
+@contextlib.contextmanager
 def session() -> Iterator[ClusterInfo]:
-    """Reuse a running cluster, or bring one up and take it down afterwards."""
-    if running():
-        yield info()
-        return
+    """Reuse a running cluster, or bring one up and take it down afterwards — unless
+    another live session (another pytest run on this machine) still uses it."""
+    with _locked():
+        started = not running()
+        ci = up()
+        USERS.mkdir(parents=True, exist_ok=True)
+        (USERS / str(os.getpid())).touch()
     try:
-        yield up()
+        yield ci
     finally:
-        down()
+        with _locked():
+            (USERS / str(os.getpid())).unlink(missing_ok=True)
+            if started and not _other_users():
+                down()
 
 
 def _print_env(ci: ClusterInfo) -> None:
@@ -724,10 +752,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "up":
-            _print_env(up())
+            with _locked():
+                ci = up()
+            _print_env(ci)
         elif args.command == "down":
             _check_root()
-            down()
+            with _locked():
+                down()
             rest = leftovers()
             if rest:
                 _log(f"left behind: {rest}")

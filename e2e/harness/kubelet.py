@@ -394,10 +394,10 @@ def ready_conditions(
         t = gate["conditionType"]
         c = conds.get(t)
         if c is None:
-            gate_msgs.append(f"corresponding condition of pod readiness gate {t!r} does not exist.")
+            gate_msgs.append(f'corresponding condition of pod readiness gate "{t}" does not exist.')
         elif c.get("status") != "True":
             gate_msgs.append(
-                f'the status of pod readiness gate {t!r} is not "True", but {c.get("status")}'
+                f'the status of pod readiness gate "{t}" is not "True", but {c.get("status")}'
             )
     if gate_msgs:
         return cr, {
@@ -625,6 +625,8 @@ class PodWorker:
         )
         c.restart_count += 1
         c.proc = None
+        if "tritonserver" in str(c.spec.get("image")) and self.ip:
+            triton.cleanup_shm(self.ip)
         self._event("Warning", "BackOff", f"container {c.name} exited with {code}; restarting")
 
     def _restart(self, c: Container, why: str) -> None:
@@ -770,6 +772,8 @@ class PodWorker:
         self._kill_all(grace=float(grace))
         for c in self.containers:
             (self.dir / f"{c.name}.pid").unlink(missing_ok=True)
+        if self.ip and any("tritonserver" in str(c.spec.get("image")) for c in self.containers):
+            triton.cleanup_shm(self.ip)  # a killed Python-backend stub leaves /dev/shm regions
         if self.ip:
             self.rt.ipam.release(self.node, self.ip)
             self.ip = None

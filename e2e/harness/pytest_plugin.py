@@ -1,1 +1,99 @@
-"""pytest fixtures for real servers (filled in by the cluster harness work)."""
+"""pytest fixtures for the real servers: the local cluster, a namespace per test, Prometheus.
+
+Registered for every test tree by the root conftest. Fixtures FAIL (never skip) when a
+server cannot be started: a test that silently does not run proves nothing.
+
+- `cluster` (session): reuses a cluster already running from `.cluster/` (`make cluster-up`)
+  and leaves it running; otherwise brings one up and takes it down at the end.
+- `kube_api`: a `kubernetes.client.ApiClient` on the admin kubeconfig.
+- `namespace`: a fresh namespace per test (its `default` ServiceAccount exists, so pods can
+  be created at once), deleted afterwards.
+- `prometheus_url`, `kubeconfig_path`; `wait_for(predicate, timeout, what)` polls and fails
+  with a message saying what never happened.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import re
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
+
+import pytest
+from kubernetes import client, config
+
+from harness import cluster as _cluster
+
+
+class WaitFor(Protocol):
+    def __call__(
+        self, predicate: Callable[[], Any], timeout: float = ..., what: str = ...
+    ) -> Any: ...
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:
+    """Poll `predicate` until it returns something truthy and return that; exceptions
+    count as "not yet". Fails the test with `what` (and the last error) on timeout."""
+    deadline = time.monotonic() + timeout
+    last_error: BaseException | None = None
+    while True:
+        try:
+            result = predicate()
+            if result:
+                return result
+        except Exception as err:
+            last_error = err
+        if time.monotonic() >= deadline:
+            detail = f" (last error: {last_error!r})" if last_error else ""
+            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}{detail}")
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[_cluster.ClusterInfo]:
+    try:
+        with _cluster.session() as info:
+            yield info
+    except _cluster.ClusterError as err:
+        pytest.fail(f"local cluster unavailable: {err}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def kubeconfig_path(cluster: _cluster.ClusterInfo) -> pathlib.Path:
+    return cluster.kubeconfig
+
+
+@pytest.fixture(scope="session")
+def prometheus_url(cluster: _cluster.ClusterInfo) -> str:
+    return cluster.prometheus_url
+
+
+@pytest.fixture(scope="session")
+def kube_api(cluster: _cluster.ClusterInfo) -> Iterator[Any]:
+    api = config.new_client_from_config(config_file=str(cluster.kubeconfig))
+    yield api
+    api.close()
+
+
+@pytest.fixture(name="wait_for")
+def wait_for_fixture() -> WaitFor:
+    return wait_for
+
+
+@pytest.fixture
+def namespace(kube_api: Any, request: pytest.FixtureRequest) -> Iterator[str]:
+    core = client.CoreV1Api(kube_api)
+    base = re.sub(r"[^a-z0-9-]+", "-", request.node.name.lower()).strip("-")[:40].strip("-")
+    name = f"t-{base}-{uuid.uuid4().hex[:5]}"
+    core.create_namespace({"metadata": {"name": name, "labels": {"modelscale.dev/test": "true"}}})
+    # The ServiceAccount admission plugin rejects pods until the controller has made the
+    # namespace's `default` ServiceAccount.
+    wait_for(
+        lambda: core.read_namespaced_service_account("default", name),
+        timeout=30,
+        what=f"ServiceAccount default in namespace {name}",
+    )
+    yield name
+    core.delete_namespace(name, propagation_policy="Background")
