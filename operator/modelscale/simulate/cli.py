@@ -93,6 +93,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="S",
         help=f"replica warm-up W in seconds (default {defaults.warmup_s:g})",
     )
+    p.add_argument(
+        "--dt",
+        type=float,
+        default=0.5,
+        metavar="S",
+        help="simulation tick in seconds (default 0.5; 1.0 halves the run time "
+        "of multi-hour aggregate slices)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--plot", metavar="OUT.png", help="write a PNG of load, replicas and P99")
     return p
@@ -126,6 +134,8 @@ def main(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(list(argv))
     if args.slo_ttft <= 0 or args.slo_tpot <= 0:
         return _fail("--slo-ttft and --slo-tpot must be > 0")
+    if not 0.05 <= args.dt <= 2.0:
+        return _fail("--dt must be between 0.05 and 2 seconds")
     if args.startup < 0 or args.warmup < 0:
         return _fail("--startup and --warmup must be >= 0")
     if args.plot and Path(args.plot).parent != Path() and not Path(args.plot).parent.is_dir():
@@ -144,7 +154,11 @@ def main(argv: Sequence[str]) -> int:
     params = ReplicaParams(startup_s=args.startup, warmup_s=args.warmup)
     began = time.perf_counter()
     setup = suite.prepare(
-        tr, params=params, slo=Slo(ttft_s=args.slo_ttft, tpot_s=args.slo_tpot), seed=args.seed
+        tr,
+        params=params,
+        slo=Slo(ttft_s=args.slo_ttft, tpot_s=args.slo_tpot),
+        dt=args.dt,
+        seed=args.seed,
     )
     if setup.placeholder and "modelscale" in names:
         print(

@@ -171,7 +171,12 @@ class _Engine:
         self.alive: list[int] = []
         self.draining: list[int] = []
         self.queue: deque[int] = deque()
+        self.pf_tick = np.zeros(cap)
+        self._t0 = self._t1 = 0.0
         self.active = np.zeros(0, dtype=np.int64)
+        self.act_rid = np.zeros(0, dtype=np.int64)
+        self.act_ftt = np.zeros(0)
+        self.act_rem = np.zeros(0)
         for _ in range(initial_replicas):
             self._create(-params.horizon_s)
 
@@ -207,6 +212,8 @@ class _Engine:
         start = max(t, self.pf_free[r])
         ftt = start + self.trace.input_tokens[i] / p.prefill_tokens_per_s * slow
         self.pf_free[r] = ftt
+        # Prefill time inside this tick: the share of the tick decode loses to prefill.
+        self.pf_tick[r] += max(0.0, min(ftt, self._t1) - max(start, self._t0))
         self.ftt[i] = ftt
         self.ttft[i] = ftt - self.trace.arrival_s[i]
         self.rid[i] = r
@@ -222,6 +229,9 @@ class _Engine:
         t0 = self.tick * self.dt
         t1 = t0 + self.dt
         cap = self.p.max_batch
+        self._t0, self._t1 = t0, t1
+        # Backlogged prefill carried over from earlier ticks keeps the replica busy.
+        self.pf_tick = np.clip(self.pf_free - t0, 0.0, self.dt)
         serving = self._serving(t0, gate)
         admitted: list[int] = []
         if serving.size:
@@ -248,39 +258,45 @@ class _Engine:
             self.queue.append(i)
             i += 1
         if admitted:
-            self.active = np.concatenate([self.active, np.array(admitted, dtype=np.int64)])
+            new = np.array(admitted, dtype=np.int64)
+            self.active = np.concatenate([self.active, new])
+            self.act_rid = np.concatenate([self.act_rid, self.rid[new]])
+            self.act_ftt = np.concatenate([self.act_ftt, self.ftt[new]])
+            self.act_rem = np.concatenate([self.act_rem, self.remaining[new]])
         tokens = 0.0
         a = self.active
         if a.size:
-            rids = self.rid[a]
-            ftt = self.ftt[a]
-            first_now = (ftt >= t0) & (ftt < t1)
+            # Compact per-active-request arrays (rid, ftt, remaining) parallel to `active`.
+            rids, ftt, before = self.act_rid, self.act_ftt, self.act_rem
             decoding = ftt < t1
-            batch = np.bincount(rids[decoding], minlength=self.n_ids).astype(np.float64)
-            busy = np.clip((np.minimum(self.pf_free[: self.n_ids], t1) - t0) / self.dt, 0.0, 1.0)
+            m = self.n_ids
+            batch = np.bincount(rids, weights=decoding, minlength=m)
+            busy = self.pf_tick[:m] * (1.0 / self.dt)
             share = np.maximum(1.0 - busy, self.p.min_decode_share)
-            cold = np.where(self.warm_at[: self.n_ids] > t0, self.p.cold_slowdown, 1.0)
-            itl = (self.p.itl_alpha_s + self.p.itl_beta_s * batch) / share * cold
+            slow = np.where(self.warm_at[:m] > t0, self.p.cold_slowdown, 1.0) / share
+            itl = (self.p.itl_alpha_s + self.p.itl_beta_s * batch) * slow
             req_itl = itl[rids]
-            tau = np.where(decoding, t1 - np.maximum(t0, ftt), 0.0)
-            gen = tau / req_itl
-            before = self.remaining[a]
+            tau = t1 - np.maximum(t0, ftt)
+            gen = np.where(decoding, tau, 0.0) / req_itl
             after = before - gen
-            tokens = float(np.minimum(gen, np.maximum(before, 0.0)).sum() + first_now.sum())
-            self.remaining[a] = after
+            tokens = float(np.minimum(gen, np.maximum(before, 0.0)).sum())
+            tokens += float(np.count_nonzero(decoding & (ftt >= t0)))
             done = decoding & (after <= 0.0)
             if done.any():
                 d = a[done]
-                fin = t1 + after[done] * req_itl[done]
-                fin = np.maximum(fin, self.ftt[d])
+                fin = np.maximum(t1 + after[done] * req_itl[done], ftt[done])
                 self.finish[d] = fin
                 outs = self.trace.output_tokens[d]
-                per_token = (fin - self.ftt[d]) / np.maximum(outs - 1, 1)
+                per_token = (fin - ftt[done]) / np.maximum(outs - 1, 1)
                 self.tpot[d] = np.where(outs > 1, per_token, 0.0)
-                np.subtract.at(self.running, rids[done], 1)
-                self.active = a[~done]
+                self.running[:m] -= np.bincount(rids[done], minlength=m)
+                keep = ~done
+                self.active = a[keep]
+                self.act_rid, self.act_ftt, self.act_rem = rids[keep], ftt[keep], after[keep]
                 if self.draining:
                     self.draining = [r for r in self.draining if self.running[r] > 0]
+            else:
+                self.act_rem = after
         prev = self.cum_tokens[self.tick - 1] if self.tick else 0.0
         self.cum_tokens[self.tick] = prev + tokens
         self.conc[self.tick] = self.active.size + len(self.queue)

@@ -39,7 +39,9 @@ class Setup:
 
     @property
     def initial_replicas(self) -> int:
-        return int(self.oracle.need[0])
+        """Every policy starts with what the oracle runs at t=0: sized (and warm) for the
+        trace's first L+W seconds, as a service already running would be."""
+        return self.oracle.policy.replicas_at(0.0)
 
     @property
     def peak_replicas(self) -> int:

@@ -90,9 +90,14 @@ def load(
     )
 
 
+def _cell(text: str) -> float:
+    # ServeGen leaves the token means empty in windows without requests.
+    return float(text) if text.strip() else 0.0
+
+
 def _numeric(rows: list[list[str]], idx: list[int], path: Path) -> NDArray[np.float64]:
     try:
-        arr = np.array([[float(r[i]) for i in idx] for r in rows], dtype=np.float64)
+        arr = np.array([[_cell(r[i]) for i in idx] for r in rows], dtype=np.float64)
     except (ValueError, IndexError) as err:
         raise TraceError(f"trace {path} has a non-numeric or short row: {err}") from err
     if arr.size == 0:

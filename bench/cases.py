@@ -1,0 +1,63 @@
+"""The benchmark's trace cases: which slice of which trace, at what rate scale.
+
+Aggregate (ServeGen) traces are replayed at a rate scale that maps them onto a handful of
+8B-model replicas, over a slice that contains a daily ramp, with a 1 s tick (their load changes on a 10-minute scale) so `make bench` stays under 2 minutes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+TRACES = Path(__file__).resolve().parent / "traces"
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    file: str
+    start_s: float = 0.0
+    duration_s: float | None = None
+    rate_scale: float = 1.0
+    dt: float = 0.5
+
+    @property
+    def path(self) -> Path:
+        return TRACES / self.file
+
+    def cli_args(self) -> list[str]:
+        args = ["--trace", f"bench/traces/{self.file}"]
+        if self.start_s:
+            args += ["--start", f"{self.start_s:g}"]
+        if self.duration_s is not None:
+            args += ["--duration", f"{self.duration_s:g}"]
+        if self.rate_scale != 1.0:
+            args += ["--rate-scale", f"{self.rate_scale:g}"]
+        if self.dt != 0.5:
+            args += ["--dt", f"{self.dt:g}"]
+        return args
+
+
+CASES = (
+    Case("azure-conv", "azure2023_conv_normalized.csv.gz"),
+    Case("azure-code", "azure2023_code_normalized.csv.gz"),
+    # Day 1, 08:00-12:00: the morning ramp from ~230 to ~350 req/s (x0.03).
+    Case(
+        "servegen-m-large",
+        "servegen_language_m-large_10min.csv.gz",
+        start_s=8 * 3600,
+        duration_s=4 * 3600,
+        rate_scale=0.03,
+        dt=1.0,
+    ),
+    # Day 1, 19:00-21:00: the evening peak, ~1,300 to ~1,900 req/s (x0.03); short
+    # prompts and answers, so many requests per replica: a 2-hour slice keeps it fast.
+    Case(
+        "servegen-m-small",
+        "servegen_language_m-small_10min.csv.gz",
+        start_s=19 * 3600,
+        duration_s=2 * 3600,
+        rate_scale=0.03,
+        dt=1.0,
+    ),
+)
