@@ -80,7 +80,8 @@ def check_metrics_present(obs: Observation, config: PolicyConfig) -> Blocked | N
 
 
 def check_metrics_fresh(obs: Observation, config: PolicyConfig) -> Blocked | None:
-    assert obs.sample_time is not None
+    if obs.sample_time is None:
+        return None  # nothing to judge: check_metrics_present reports it
     age = obs.now - obs.sample_time
     if age > config.stale_after_seconds:
         return Blocked(
@@ -91,7 +92,9 @@ def check_metrics_fresh(obs: Observation, config: PolicyConfig) -> Blocked | Non
     return None
 
 
-METRIC_CHECKS: tuple[Check, ...] = (check_metrics_present, check_metrics_fresh)
+# Stale first: a pod whose metrics stopped leaves an old sample time *and* no rate, and
+# "newest sample is 180 s old" tells the user more than "no sample".
+METRIC_CHECKS: tuple[Check, ...] = (check_metrics_fresh, check_metrics_present)
 
 
 def first_block(obs: Observation, config: PolicyConfig, checks: Iterable[Check]) -> Blocked | None:
