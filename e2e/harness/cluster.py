@@ -522,7 +522,7 @@ def _start_kubelet() -> None:
 SD_FILE = topo.STATE / "prometheus-sd" / "pods.json"
 
 
-def prometheus_config() -> dict[str, Any]:
+def prometheus_config(*, kubernetes_sd_kubeconfig: str | None = None) -> dict[str, Any]:
     """Scrape every Running pod annotated `prometheus.io/scrape: "true"` each second.
 
     Debian's prometheus 2.42 is built without `kubernetes_sd_configs` (its Go client
@@ -558,15 +558,14 @@ def prometheus_config() -> dict[str, Any]:
             "target_label": "modeldeployment",
         },
     ]
+    sd: dict[str, Any] = {"file_sd_configs": [{"files": [str(SD_FILE)], "refresh_interval": "5s"}]}
+    if kubernetes_sd_kubeconfig is not None:  # an upstream Prometheus (e2e/kind)
+        sd = {
+            "kubernetes_sd_configs": [{"role": "pod", "kubeconfig_file": kubernetes_sd_kubeconfig}]
+        }
     return {
         "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
-        "scrape_configs": [
-            {
-                "job_name": "kubernetes-pods",
-                "file_sd_configs": [{"files": [str(SD_FILE)], "refresh_interval": "5s"}],
-                "relabel_configs": relabel,
-            }
-        ],
+        "scrape_configs": [{"job_name": "kubernetes-pods", **sd, "relabel_configs": relabel}],
     }
 
 
@@ -747,7 +746,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.cluster", description=__doc__)
     parser.add_argument(
         "command",
-        choices=["up", "down", "status", "env", "start-prometheus", "stop-prometheus"],
+        choices=[
+            "up",
+            "down",
+            "status",
+            "env",
+            "start-prometheus",
+            "stop-prometheus",
+            "prometheus-config",
+        ],
+    )
+    parser.add_argument(
+        "--kubernetes-sd",
+        metavar="KUBECONFIG",
+        help="prometheus-config: use kubernetes_sd_configs with this kubeconfig (kind path)",
     )
     args = parser.parse_args(argv)
     try:
@@ -774,6 +786,9 @@ def main(argv: list[str] | None = None) -> int:
             start_prometheus()
         elif args.command == "stop-prometheus":
             stop_prometheus()
+        elif args.command == "prometheus-config":
+            cfg = prometheus_config(kubernetes_sd_kubeconfig=args.kubernetes_sd)
+            print(yaml.safe_dump(cfg, sort_keys=False), end="")
     except ClusterError as err:
         _log(f"error: {err}")
         return 1

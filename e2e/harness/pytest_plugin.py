@@ -3,7 +3,8 @@
 Registered for every test tree by the root conftest. Fixtures FAIL (never skip) when a
 server cannot be started: a test that silently does not run proves nothing.
 
-- `cluster` (session): reuses a cluster already running from `.cluster/` (`make cluster-up`)
+- `cluster` (session): with MODELSCALE_E2E_KUBECONFIG set (e2e/kind), that cluster as is;
+  otherwise reuses a cluster already running from `.cluster/` (`make cluster-up`)
   and leaves it running; otherwise brings one up and takes it down at the end.
 - `kube_api`: a `kubernetes.client.ApiClient` on the admin kubeconfig.
 - `namespace`: a fresh namespace per test (its `default` ServiceAccount exists, so pods can
@@ -14,6 +15,7 @@ server cannot be started: a test that silently does not run proves nothing.
 
 from __future__ import annotations
 
+import os
 import pathlib
 import re
 import time
@@ -51,8 +53,30 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, what: str = "c
         time.sleep(0.2)
 
 
+EXTERNAL_KUBECONFIG = "MODELSCALE_E2E_KUBECONFIG"
+EXTERNAL_PROMETHEUS = "MODELSCALE_E2E_PROMETHEUS_URL"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "local_runtime: relies on the local harness's pod runtime (pids of pod processes); "
+        "not for kind",
+    )
+
+
 @pytest.fixture(scope="session")
 def cluster() -> Iterator[_cluster.ClusterInfo]:
+    external = os.environ.get(EXTERNAL_KUBECONFIG)
+    if external:  # e2e/kind: a cluster someone else runs; never started or stopped here
+        yield _cluster.ClusterInfo(
+            kubeconfig=pathlib.Path(external),
+            prometheus_url=os.environ.get(EXTERNAL_PROMETHEUS, ""),
+            apiserver_url="",
+            state_dir=pathlib.Path(external).parent,
+            bin_dir=_cluster.topo.bin_dir(),
+        )
+        return
     try:
         with _cluster.session() as info:
             yield info

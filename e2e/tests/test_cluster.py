@@ -19,12 +19,13 @@ import tritonclient.http as httpclient
 from kubernetes import client
 
 from harness import cluster as harness_cluster
+from harness import kubelet
 from harness import topology as topo
 from harness.pytest_plugin import WaitFor
 
-pytestmark = pytest.mark.cluster
-
-TRITON_IMAGE = "nvcr.io/nvidia/tritonserver:24.10-py3"
+TRITON_IMAGE = os.environ.get(
+    "MODELSCALE_E2E_TRITON_IMAGE", "nvcr.io/nvidia/tritonserver:24.10-py3"
+)
 GATE = "modelscale.dev/warmed-up"
 
 
@@ -188,6 +189,8 @@ def core(kube_api: Any) -> client.CoreV1Api:
 # --- control plane and nodes -------------------------------------------------------------
 
 
+@pytest.mark.cluster
+@pytest.mark.local_runtime
 def test_kubectl_version_shows_the_pinned_server(cluster: harness_cluster.ClusterInfo) -> None:
     out = subprocess.run(
         [str(cluster.bin_dir / "kubectl"), "--kubeconfig", str(cluster.kubeconfig),
@@ -197,6 +200,8 @@ def test_kubectl_version_shows_the_pinned_server(cluster: harness_cluster.Cluste
     assert json.loads(out)["serverVersion"]["gitVersion"] == topo.K8S_VERSION
 
 
+@pytest.mark.cluster
+@pytest.mark.local_runtime
 @pytest.mark.parametrize("node", [pytest.param(n, id=n.name) for n in topo.NODES])
 def test_fake_node_is_ready_with_four_gpus(core: client.CoreV1Api, node: topo.FakeNode) -> None:
     n = core.read_node(node.name)
@@ -207,6 +212,7 @@ def test_fake_node_is_ready_with_four_gpus(core: client.CoreV1Api, node: topo.Fa
     assert n.metadata.labels["nvidia.com/gpu.product"] == topo.GPU_PRODUCT
 
 
+@pytest.mark.cluster
 def test_node_heartbeats_are_leases(kube_api: Any) -> None:
     leases = client.CoordinationV1Api(kube_api).list_namespaced_lease("kube-node-lease")
     assert {lease.spec.holder_identity for lease in leases.items} >= {n.name for n in topo.NODES}
@@ -215,6 +221,7 @@ def test_node_heartbeats_are_leases(kube_api: Any) -> None:
 # --- scheduling --------------------------------------------------------------------------
 
 
+@pytest.mark.cluster
 def test_anti_affinity_spreads_triton_pods_and_a_third_replica_stays_pending(
     kube_api: Any, core: client.CoreV1Api, namespace: str, wait_for: WaitFor
 ) -> None:
@@ -227,7 +234,11 @@ def test_anti_affinity_spreads_triton_pods_and_a_third_replica_stays_pending(
         return pods if len(pods) == 2 and all(is_ready(p) for p in pods) else []
 
     pods = wait_for(two_ready, timeout=120, what="2 Ready Triton pods")
-    assert {p.spec.node_name for p in pods} == {"node-a", "node-b"}
+    nodes = {p.spec.node_name for p in pods}
+    assert len(nodes) == 2
+    assert {core.read_node(n).metadata.labels["topology.kubernetes.io/zone"] for n in nodes} == {
+        "zone-1"
+    }
 
     apps.patch_namespaced_deployment_scale("tri", namespace, {"spec": {"replicas": 3}})
 
@@ -240,6 +251,7 @@ def test_anti_affinity_spreads_triton_pods_and_a_third_replica_stays_pending(
     assert "anti-affinity" in message
 
 
+@pytest.mark.cluster
 def test_pod_asking_for_five_gpus_stays_pending(
     core: client.CoreV1Api, namespace: str, wait_for: WaitFor
 ) -> None:
@@ -256,6 +268,7 @@ def test_pod_asking_for_five_gpus_stays_pending(
 # --- readiness gates ---------------------------------------------------------------------
 
 
+@pytest.mark.cluster
 def test_readiness_gate_decides_ready_and_endpoints(
     kube_api: Any, core: client.CoreV1Api, namespace: str, wait_for: WaitFor
 ) -> None:
@@ -309,6 +322,8 @@ def test_readiness_gate_decides_ready_and_endpoints(
 # --- the runtime's own behaviour ---------------------------------------------------------
 
 
+@pytest.mark.cluster
+@pytest.mark.local_runtime
 def test_unknown_image_is_reported_and_never_ready(
     core: client.CoreV1Api, namespace: str, wait_for: WaitFor
 ) -> None:
@@ -328,6 +343,8 @@ def test_unknown_image_is_reported_and_never_ready(
     assert (p.status.phase, is_ready(p)) == ("Pending", False)
 
 
+@pytest.mark.cluster
+@pytest.mark.local_runtime
 def test_dead_process_is_restarted_and_counted(
     core: client.CoreV1Api, namespace: str, wait_for: WaitFor
 ) -> None:
@@ -351,6 +368,7 @@ def test_dead_process_is_restarted_and_counted(
     assert cs.last_state.terminated.exit_code == 137
 
 
+@pytest.mark.local_runtime
 @pytest.mark.parametrize(
     ("probe", "expect_ready"),
     [
@@ -358,6 +376,7 @@ def test_dead_process_is_restarted_and_counted(
         pytest.param({"exec": {"command": ["true"]}}, False, id="exec-unsupported"),
     ],
 )
+@pytest.mark.cluster
 def test_readiness_probe_that_fails_keeps_the_pod_unready(
     core: client.CoreV1Api,
     namespace: str,
@@ -380,6 +399,8 @@ def test_readiness_probe_that_fails_keeps_the_pod_unready(
     assert (c.status == "True") is expect_ready
 
 
+@pytest.mark.cluster
+@pytest.mark.local_runtime
 def test_pod_process_is_authenticated_as_its_service_account(
     kube_api: Any, core: client.CoreV1Api, namespace: str, wait_for: WaitFor
 ) -> None:
@@ -444,6 +465,8 @@ def test_pod_process_is_authenticated_as_its_service_account(
 # --- Triton, Prometheus, deletion --------------------------------------------------------
 
 
+@pytest.mark.cluster
+@pytest.mark.local_runtime
 def test_triton_pod_serves_tokens_is_scraped_and_stops_on_delete(
     core: client.CoreV1Api, namespace: str, prometheus_url: str, wait_for: WaitFor
 ) -> None:
@@ -467,6 +490,37 @@ def test_triton_pod_serves_tokens_is_scraped_and_stops_on_delete(
     )
     assert series[0]["metric"]["node"] == p.spec.node_name
 
+    # A pod on another node reaches it (the operator's warm-up does exactly this).
+    probe = (
+        "import sys, urllib.request\n"
+        f"r = urllib.request.urlopen('http://{ip}:8000/v2/health/ready', timeout=5)\n"
+        "sys.exit(0 if r.status == 200 else 1)\n"
+    )
+    client_pod = pod(
+        "peer",
+        containers=[
+            {"name": "main", "image": "modelscale-operator:dev", "command": ["python", "-c", probe]}
+        ],
+        restartPolicy="Never",
+        affinity={
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchLabels": {"app": "llm"}},
+                     "topologyKey": "kubernetes.io/hostname"}
+                ]
+            }
+        },
+    )  # fmt: skip
+    core.create_namespaced_pod(namespace, client_pod)
+
+    def peer_done() -> client.V1Pod | None:
+        q = core.read_namespaced_pod("peer", namespace)
+        return q if q.status.phase in ("Succeeded", "Failed") else None
+
+    peer = wait_for(peer_done, timeout=60, what="the peer pod on another node to finish")
+    assert peer.spec.node_name != p.spec.node_name
+    assert peer.status.phase == "Succeeded"
+
     pid = pid_of(p)
     core.delete_namespaced_pod("llm", namespace)
 
@@ -479,3 +533,135 @@ def test_triton_pod_serves_tokens_is_scraped_and_stops_on_delete(
 
     wait_for(gone, timeout=30, what="the pod object deleted by the runtime")
     assert not process_alive(pid)
+
+
+# --- the runtime's decisions without a cluster (pure functions, fast) ---------------------
+
+
+def _pod_with(*, gates: list[str], conditions: dict[str, str]) -> dict[str, Any]:
+    return {
+        "spec": {
+            "containers": [{"name": "a"}, {"name": "b"}],
+            "readinessGates": [{"conditionType": g} for g in gates],
+        },
+        "status": {"conditions": [{"type": t, "status": v} for t, v in conditions.items()]},
+    }
+
+
+@pytest.mark.parametrize(
+    ("ready", "gates", "conditions", "expect"),
+    [
+        pytest.param((True, True), [], {}, ("True", None), id="all-ready-no-gates"),
+        pytest.param(
+            (True, False), [], {}, ("False", "ContainersNotReady"), id="one-container-unready"
+        ),
+        pytest.param(
+            (True, True), [GATE], {}, ("False", "ReadinessGatesNotReady"), id="gate-absent"
+        ),
+        pytest.param(
+            (True, True), [GATE], {GATE: "False"}, ("False", "ReadinessGatesNotReady"),
+            id="gate-false",
+        ),
+        pytest.param((True, True), [GATE], {GATE: "True"}, ("True", None), id="gate-true"),
+        pytest.param(
+            (False, True), [GATE], {GATE: "True"}, ("False", "ContainersNotReady"),
+            id="gate-true-container-unready",
+        ),
+        pytest.param(
+            (True, True), [GATE, "x/y"], {GATE: "True"}, ("False", "ReadinessGatesNotReady"),
+            id="second-gate-absent",
+        ),
+    ],
+)  # fmt: skip
+def test_ready_follows_the_kubelet_rule(
+    ready: tuple[bool, bool],
+    gates: list[str],
+    conditions: dict[str, str],
+    expect: tuple[str, str | None],
+) -> None:
+
+    statuses = [{"name": n, "ready": r} for n, r in zip(("a", "b"), ready, strict=True)]
+    _, cond = kubelet.ready_conditions(
+        pod=_pod_with(gates=gates, conditions=conditions), containers=statuses, phase="Running"
+    )
+    assert (cond["status"], cond["reason"]) == expect
+
+
+@pytest.mark.parametrize(
+    ("desired", "observed", "expect"),
+    [
+        pytest.param({"a": 1}, {"a": 1, "b": 2}, True, id="subset"),
+        pytest.param({"a": None}, {"b": 2}, True, id="null-means-absent"),
+        pytest.param({"a": None}, {"a": 1}, False, id="null-but-present"),
+        pytest.param(
+            {"c": [{"type": "Ready", "status": "True"}]},
+            {"c": [{"type": "X", "status": "False"}, {"type": "Ready", "status": "True"}]},
+            True,
+            id="list-merged-by-type",
+        ),
+        pytest.param(
+            {"c": [{"type": "Ready", "status": "True"}]},
+            {"c": [{"type": "Ready", "status": "False"}]},
+            False,
+            id="list-item-differs",
+        ),
+    ],
+)
+def test_status_patch_is_skipped_only_when_already_applied(
+    desired: Any, observed: Any, expect: bool
+) -> None:
+
+    assert kubelet.contains(desired, observed) is expect
+
+
+@pytest.mark.parametrize(
+    ("value", "env", "expect"),
+    [
+        pytest.param("--x=$(A)", {"A": "1"}, "--x=1", id="defined"),
+        pytest.param("$(B)", {}, "$(B)", id="undefined-stays"),
+        pytest.param("$$(A)", {"A": "1"}, "$(A)", id="escaped"),
+    ],
+)
+def test_env_references_expand_like_kubernetes(
+    value: str, env: dict[str, str], expect: str
+) -> None:
+
+    assert kubelet.expand(value, env) == expect
+
+
+@pytest.mark.parametrize(
+    ("kind", "outcomes", "expect"),
+    [
+        pytest.param("readiness", [True], True, id="readiness-one-success"),
+        pytest.param("readiness", [True, False, False], True, id="readiness-below-threshold"),
+        pytest.param("readiness", [True, False, False, False], False, id="readiness-3-failures"),
+        pytest.param("liveness", [], True, id="liveness-starts-alive"),
+    ],
+)
+def test_probe_thresholds(kind: str, outcomes: list[bool], expect: bool) -> None:
+
+    p = kubelet.Prober.make(kind, {"failureThreshold": 3}, started_at=0.0)
+    for ok in outcomes:
+        p.record(ok)
+    assert p.result is expect
+
+
+def test_prometheus_targets_carry_kubernetes_sd_labels() -> None:
+
+    pod_obj = {
+        "metadata": {
+            "name": "p",
+            "namespace": "ns",
+            "uid": "u",
+            "labels": {"modelscale.dev/modeldeployment": "md"},
+            "annotations": {"prometheus.io/port": "8002"},
+        },
+        "spec": {"nodeName": "node-a"},
+        "status": {"podIP": "198.18.1.10", "phase": "Running", "conditions": []},
+    }
+    unscheduled = {"metadata": {"name": "q", "namespace": "ns", "uid": "v"}, "spec": {}}
+    [target] = kubelet.sd_targets([pod_obj, unscheduled])
+    assert target["targets"] == ["198.18.1.10"]
+    assert target["labels"]["__meta_kubernetes_pod_label_modelscale_dev_modeldeployment"] == "md"
+    assert target["labels"]["__meta_kubernetes_pod_annotation_prometheus_io_port"] == "8002"
+    assert target["labels"]["__meta_kubernetes_pod_phase"] == "Running"
