@@ -121,12 +121,14 @@ class Keda:
         if view.now - self._polled_at >= self.polling_s - 1e-9:
             self._value = view.token_rate()
             self._polled_at = view.now
-        status_replicas = max(1, view.created)
-        usage = math.ceil(self._value / status_replicas)
-        raw = status_replicas
-        if abs(1.0 - usage / self.target) > self.tolerance:
-            raw = math.ceil(self._value / self.target)
-        return self.behavior.apply(now=view.now, raw=max(1, raw), current=view.created)
+        raw = self.raw_recommendation(value=self._value, status_replicas=max(1, view.created))
+        return self.behavior.apply(now=view.now, raw=raw, current=view.created)
+
+    def raw_recommendation(self, *, value: float, status_replicas: int) -> int:
+        usage = math.ceil(value / status_replicas)
+        if abs(1.0 - usage / self.target) <= self.tolerance:
+            return status_replicas
+        return max(1, math.ceil(value / self.target))
 
 
 class KnativeKpa:

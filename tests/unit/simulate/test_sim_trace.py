@@ -1,0 +1,109 @@
+"""Trace loading: both formats, slicing, rate scaling, and errors a user can act on."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from modelscale.simulate import trace
+
+PER_REQUEST = "t_s,input_tokens,output_tokens\n0.0,100,10\n2.5,200,20\n1.0,50,5\n9.0,10,1\n"
+AGGREGATE = (
+    "window_start_s,total_rps,active_clients,covered_rps,mean_input_tokens,mean_output_tokens\n"
+    "0,2.0,3,1.0,300,100\n600,4.0,3,1.0,200,50\n1200,0.0,0,0.0,,\n"
+)
+
+
+def write(tmp_path: Path, name: str, text: str, *, gz: bool) -> Path:
+    path = tmp_path / name
+    if gz:
+        path.write_bytes(gzip.compress(text.encode()))
+    else:
+        path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("gz", [pytest.param(False, id="plain"), pytest.param(True, id="gzip")])
+def test_per_request_trace_is_sorted_with_its_tokens(tmp_path: Path, gz: bool) -> None:
+    tr = trace.load(write(tmp_path, "t.csv.gz" if gz else "t.csv", PER_REQUEST, gz=gz))
+    assert tr.arrival_s.tolist() == [0.0, 1.0, 2.5, 9.0]
+    assert tr.input_tokens.tolist() == [100, 50, 200, 10]
+    assert tr.output_tokens.tolist() == [10, 5, 20, 1]
+
+
+@pytest.mark.parametrize(
+    ("start", "duration", "arrivals"),
+    [
+        pytest.param(0.0, None, [0.0, 1.0, 2.5, 9.0], id="whole"),
+        pytest.param(1.0, 2.0, [0.0, 1.5], id="slice-rebased"),
+        pytest.param(0.0, 2.0, [0.0, 1.0], id="head"),
+    ],
+)
+def test_per_request_slice(
+    tmp_path: Path, start: float, duration: float | None, arrivals: list[float]
+) -> None:
+    tr = trace.load(
+        write(tmp_path, "t.csv", PER_REQUEST, gz=False), start_s=start, duration_s=duration
+    )
+    assert tr.arrival_s.tolist() == arrivals
+
+
+@pytest.mark.parametrize(
+    ("scale", "expected"),
+    [pytest.param(2.0, 8, id="superpose-two-copies"), pytest.param(3.0, 12, id="three-copies")],
+)
+def test_per_request_rate_scale_superposes_copies(
+    tmp_path: Path, scale: float, expected: int
+) -> None:
+    tr = trace.load(write(tmp_path, "t.csv", PER_REQUEST, gz=False), rate_scale=scale)
+    assert tr.requests == expected
+    assert np.all(np.diff(tr.arrival_s) >= 0)
+
+
+def test_aggregate_replays_seeded_poisson_arrivals(tmp_path: Path) -> None:
+    path = write(tmp_path, "agg.csv.gz", AGGREGATE, gz=True)
+    a = trace.load(path, seed=7, rate_scale=10.0)
+    b = trace.load(path, seed=7, rate_scale=10.0)
+    c = trace.load(path, seed=8, rate_scale=10.0)
+    assert np.array_equal(a.arrival_s, b.arrival_s)
+    assert not np.array_equal(a.arrival_s, c.arrival_s)
+    first = a.arrival_s < 600
+    second = (a.arrival_s >= 600) & (a.arrival_s < 1200)
+    # 20 req/s and 40 req/s over 600 s: Poisson counts within a few standard deviations.
+    assert abs(first.sum() - 12000) < 600
+    assert abs(second.sum() - 24000) < 900
+    assert not np.any(a.arrival_s >= 1200)  # the empty window stays empty
+    assert abs(a.input_tokens[first].mean() - 300) < 15
+    assert abs(a.output_tokens[second].mean() - 50) < 3
+
+
+def test_aggregate_slice(tmp_path: Path) -> None:
+    tr = trace.load(write(tmp_path, "agg.csv", AGGREGATE, gz=False), start_s=600, duration_s=300)
+    assert tr.duration_s == 300
+    assert tr.requests > 0
+    assert tr.arrival_s.min() >= 0 and tr.arrival_s.max() < 300
+
+
+@pytest.mark.parametrize(
+    ("text", "kwargs", "message"),
+    [
+        pytest.param(None, {}, "not found", id="missing-file"),
+        pytest.param("a,b,c\n1,2,3\n", {}, "expected per-request columns", id="unknown-columns"),
+        pytest.param("t_s,input_tokens,output_tokens\n", {}, "no data rows", id="empty"),
+        pytest.param("t_s,input_tokens,output_tokens\n1,x,3\n", {}, "non-numeric", id="bad-cell"),
+        pytest.param("t_s,input_tokens,output_tokens\n1,-2,3\n", {}, "negative", id="negative"),
+        pytest.param(PER_REQUEST, {"start_s": 100.0}, "select nothing", id="empty-slice"),
+        pytest.param(PER_REQUEST, {"rate_scale": 0.0}, "--rate-scale", id="zero-rate-scale"),
+    ],
+)
+def test_bad_traces_say_what_to_fix(
+    tmp_path: Path, text: str | None, kwargs: dict[str, float], message: str
+) -> None:
+    path = tmp_path / "t.csv"
+    if text is not None:
+        path.write_text(text)
+    with pytest.raises(trace.TraceError, match=message):
+        trace.load(path, **kwargs)  # type: ignore[arg-type]
