@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import queue
 import signal
 import statistics
 import threading
@@ -17,6 +18,7 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 import pytest
@@ -350,6 +352,26 @@ def test_grpc_infer_works_like_http(server: triton.LocalTriton) -> None:
     assert out is not None
     assert bytes(out.reshape(-1)[0]).decode().startswith("warm me up ")
     assert len(bytes(out.reshape(-1)[0]).split()) == 3 + 6
+
+
+def test_grpc_stream_gets_one_final_response(server: triton.LocalTriton) -> None:
+    # Not decoupled: a stream=true request over a gRPC stream is answered once, whole.
+    answers: queue.Queue[tuple[Any, Any]] = queue.Queue()
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    try:
+        client.start_stream(callback=lambda result, error: answers.put((result, error)))
+        text = grpcclient.InferInput("text_input", [1], "BYTES")
+        text.set_data_from_numpy(np.array([b"stream please"], dtype=np.object_))
+        stream = grpcclient.InferInput("stream", [1], "BOOL")
+        stream.set_data_from_numpy(np.array([True]))
+        client.async_stream_infer(MODEL, [text, stream])
+        result, error = answers.get(timeout=30)
+        client.stop_stream()
+    finally:
+        client.close()
+    assert error is None
+    assert len(bytes(result.as_numpy("text_output").reshape(-1)[0]).split()) == 2 + 16
+    assert answers.empty()
 
 
 def test_stop_cleans_shared_memory_of_a_crashed_server(tmp_path: pathlib.Path) -> None:
