@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 # Smoothing constants are per reference step; irregular gaps are converted to steps.
 STEP_SECONDS = 15.0
@@ -244,13 +244,22 @@ class Holt:
 # ------------------------------------------------------------------------- seasonal
 
 
+SeasonalityMode = Literal["Auto", "Daily", "None"]
+
+
 @dataclass(frozen=True, slots=True)
 class SeasonalState:
-    holt: HoltState = HoltState()
+    holt: HoltState = HoltState()  # Holt on the deseasonalised rate (rate / profile)
+    raw: HoltState = HoltState()  # Holt on the rate itself: the non-seasonal alternative
     first_t: float | None = None
     values: tuple[float | None, ...] = ()  # EWMA of the rate per time-of-day bin
-    active: bool = False  # the profile is used once a day has been seen
+    active: bool = False  # the profile has been learned (a day seen, every bin filled)
     total: float = 0.0  # sum of `values`, kept so the profile costs O(1) per call
+    # One pending check: (target time, seasonal forecast, plain forecast) made
+    # `check_horizon` earlier; when it is due both errors update.
+    check: tuple[float, float, float] | None = None
+    err_seasonal: float = 0.0  # EWMA of relative error at check_horizon
+    err_plain: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,13 +267,21 @@ class Seasonal:
     """Daily profile x damped Holt. `gamma` is the weight a new day's data gets in a bin.
 
     The profile is multiplicative (a bin's value over the mean of all bins, floored at
-    `min_factor`): LLM traffic scales with the number of users awake, not by an offset."""
+    `min_factor`): LLM traffic scales with the number of users awake, not by an offset.
+
+    `mode`: "Daily" uses the profile as soon as it is learned; "None" never (plain Holt);
+    "Auto" keeps scoring both forecasts `check_horizon` ahead against what happened and
+    uses the profile only while it has been the more accurate one. Traffic whose days do
+    not repeat (ServeGen m-large: a few large clients) falls back to Holt by itself."""
 
     holt: Holt = Holt()
     # 30-minute bins: finer bins learned noise on the ServeGen traces (MAPE rose at 10 m).
     bins: int = 48
     gamma: float = 0.3
     min_factor: float = 0.05
+    mode: SeasonalityMode = "Auto"
+    check_horizon: float = 600.0
+    err_alpha: float = 0.1
     name: str = "seasonal"
 
     def initial(self) -> SeasonalState:
@@ -288,6 +305,11 @@ class Seasonal:
         v1 = values[(i0 + 1) % self.bins] or 0.0
         return max((v0 * (1.0 - frac) + v1 * frac) / mean, self.min_factor)
 
+    def uses_profile(self, state: SeasonalState) -> bool:
+        if not state.active or self.mode == "None":
+            return False
+        return self.mode == "Daily" or state.err_seasonal < state.err_plain
+
     def update(self, state: SeasonalState, *, t: float, value: float) -> SeasonalState:
         if len(state.values) != self.bins:
             state = replace(state, values=(None,) * self.bins)
@@ -297,6 +319,7 @@ class Seasonal:
         dt = 0.0 if state.holt.t is None else t - state.holt.t
         f = self.factor(state, t=t)
         holt, clipped_z = self.holt.update_clipped(state.holt, t=t, value=value / f)
+        raw = self.holt.update(state.raw, t=t, value=value)
         clipped = clipped_z * f
         b = int((t % DAY_SECONDS) // self._width()) % self.bins
         values = list(state.values)
@@ -319,50 +342,96 @@ class Seasonal:
         active = state.active
         if not active and t - first_t >= DAY_SECONDS and all(v is not None for v in values):
             active = True
-            new = SeasonalState(
-                holt=holt, first_t=first_t, values=tuple(values), active=True, total=total
-            )
+            new = replace(state, values=tuple(values), active=True, total=total)
             g = self.factor(new, t=t)
             holt = replace(holt, level=holt.level / g, trend=holt.trend / g, var=holt.var / g / g)
-        return SeasonalState(
-            holt=holt, first_t=first_t, values=tuple(values), active=active, total=total
+        new = SeasonalState(
+            holt=holt,
+            raw=raw,
+            first_t=first_t,
+            values=tuple(values),
+            active=active,
+            total=total,
+            check=state.check,
+            err_seasonal=state.err_seasonal,
+            err_plain=state.err_plain,
         )
+        return self._score(new, t=t, value=value) if active and self.mode == "Auto" else new
 
-    def forecast(self, state: SeasonalState, *, t: float, horizon: float) -> Forecast:
+    def _score(self, state: SeasonalState, *, t: float, value: float) -> SeasonalState:
+        """Settle a due check against `value`, or start the next one."""
+        if state.check is not None:
+            due, by_profile, plain = state.check
+            if t < due:
+                return state
+            scale = max(abs(value), abs(by_profile), abs(plain), 1e-9)
+            a = self.err_alpha
+            return replace(
+                state,
+                check=None,
+                err_seasonal=state.err_seasonal
+                + a * (abs(by_profile - value) / scale - state.err_seasonal),
+                err_plain=state.err_plain + a * (abs(plain - value) / scale - state.err_plain),
+            )
+        h = self.check_horizon
+        by_profile = self._with_profile(state, t=t, horizon=h).mean
+        plain = self.holt.forecast(state.raw, t=t, horizon=h).mean
+        return replace(state, check=(t + h, _r(by_profile), _r(plain)))
+
+    def _with_profile(self, state: SeasonalState, *, t: float, horizon: float) -> Forecast:
         fc = self.holt.forecast(state.holt, t=t, horizon=horizon)
         f = self.factor(state, t=t + horizon)
         return Forecast(mean=fc.mean * f, upper=fc.upper * f)
 
+    def forecast(self, state: SeasonalState, *, t: float, horizon: float) -> Forecast:
+        if self.uses_profile(state):
+            return self._with_profile(state, t=t, horizon=horizon)
+        if state.raw.t is None and state.holt.t is not None:  # state from before `raw`
+            return self.holt.forecast(state.holt, t=t, horizon=horizon)
+        return self.holt.forecast(state.raw, t=t, horizon=horizon)
+
     def to_dict(self, state: SeasonalState) -> dict[str, Any]:
         return {
             "h": self.holt.to_dict(state.holt),
+            "r": self.holt.to_dict(state.raw),
             "t0": state.first_t,
             # Bins are rounded when written (update), so this is a plain copy.
             "p": list(state.values),
             "on": state.active,
             "tot": state.total,
+            "ck": None if state.check is None else list(state.check),
+            "es": _r(state.err_seasonal),
+            "ep": _r(state.err_plain),
         }
 
     def from_dict(self, data: dict[str, Any]) -> SeasonalState:
+        holt = self.holt.from_dict(data.get("h") or {})
+        raw = self.holt.from_dict(data.get("r") or {})
         values = data.get("p") or []
         if len(values) != self.bins:  # bin count changed: relearn the profile
-            return replace(self.initial(), holt=self.holt.from_dict(data.get("h") or {}))
+            return replace(self.initial(), holt=raw, raw=raw)
         t0 = data.get("t0")
         # No per-bin float() here: this runs on every recommendation and JSON numbers
         # (int or float) work alike in the arithmetic; `tot` is kept for the same reason.
         parsed: tuple[float | None, ...] = tuple(values)
         total = data.get("tot")
+        check = data.get("ck")
         return SeasonalState(
-            holt=self.holt.from_dict(data.get("h") or {}),
+            holt=holt,
+            raw=raw,
             first_t=None if t0 is None else float(t0),
             values=parsed,
             active=bool(data.get("on", False)),
             total=float(total) if total is not None else sum(v for v in parsed if v is not None),
+            check=None if not check else (float(check[0]), float(check[1]), float(check[2])),
+            err_seasonal=float(data.get("es", 0.0)),
+            err_plain=float(data.get("ep", 0.0)),
         )
 
 
 FORECASTERS: dict[str, Forecaster[Any]] = {
     "naive": Naive(),
     "holt": Holt(),
-    "seasonal": Seasonal(),
+    "daily": Seasonal(mode="Daily", name="daily"),  # the profile always, once learned
+    "seasonal": Seasonal(),  # Auto: the profile while it predicts better
 }

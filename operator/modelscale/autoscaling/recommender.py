@@ -45,6 +45,7 @@ from modelscale.autoscaling.types import (
     PolicyConfig,
     Recommendation,
     ScalingState,
+    Seasonality,
 )
 
 FORECAST_TOKEN_RATE = "ForecastTokenRate"
@@ -60,7 +61,14 @@ SCALE_UP_STABILIZING = "ScaleUpStabilizing"
 KEEP_DECISIONS = 10
 MODEL_VERSION = 1
 
-FORECASTER = forecast_mod.Seasonal()
+# One forecaster per seasonality setting; they share the state format, so changing the
+# spec keeps what was learned.
+FORECASTERS: dict[Seasonality, forecast_mod.Seasonal] = {
+    "Auto": forecast_mod.Seasonal(mode="Auto"),
+    "Daily": forecast_mod.Seasonal(mode="Daily"),
+    "None": forecast_mod.Seasonal(mode="None"),
+}
+FORECASTER = FORECASTERS["Auto"]
 CAPACITY = capacity_mod.CapacityModel()
 
 
@@ -272,7 +280,7 @@ def recommend_for_forecast(
     """Replicas the forecast needs: (replicas, reason, message, forecast, horizon, P99)."""
     assert obs.token_rate is not None
     horizon = obs.measured_horizon_seconds or config.default_horizon_seconds
-    fc = FORECASTER.forecast(model.fc, t=obs.now, horizon=horizon)
+    fc = FORECASTERS[config.seasonality].forecast(model.fc, t=obs.now, horizon=horizon)
     demand = max(fc.upper, obs.token_rate)
     target = config.target_tokens_per_replica
     cap = CAPACITY.capacity(model.cap, target=target)

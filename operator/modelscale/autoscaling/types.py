@@ -7,6 +7,7 @@ caller: the policy never reads a clock. Everything here is pure data.
 Additions by autoscaling/ (backward-compatible, all with defaults):
 - `PolicyConfig.queue_depth_per_replica`: waiting requests per warmed replica above which a
   growing queue counts as QueueBuildup.
+- `PolicyConfig.seasonality`: spec.scaling.forecast.seasonality ("Auto", "Daily", "None").
 - `Decision.to_dict/from_dict`, `ScalingState.to_dict/from_dict`: the JSON-safe form kept in
   the resource's status (compact: a few KB at most; no raw history).
 """
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 MissingMetricsBehaviour = Literal["Hold", "Floor"]
+Seasonality = Literal["Auto", "Daily", "None"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,9 @@ class PolicyConfig:
     stale_after_seconds: float = 60.0
     # A queue longer than this per warmed replica, and growing, triggers QueueBuildup.
     queue_depth_per_replica: float = 1.0
+    # spec.scaling.forecast.seasonality: use the learned daily profile while it predicts
+    # better (Auto), whenever learned (Daily), or never (None).
+    seasonality: Seasonality = "Auto"
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -14,7 +15,8 @@ from modelscale.autoscaling import forecast
 
 MONDAY = 1_700_438_400.0  # 2023-11-20 00:00 UTC
 HOLT = forecast.FORECASTERS["holt"]
-SEASONAL = forecast.FORECASTERS["seasonal"]
+SEASONAL = forecast.FORECASTERS["seasonal"]  # Auto: the profile while it predicts better
+DAILY = forecast.FORECASTERS["daily"]  # the profile whenever learned
 LEARNERS = [pytest.param(HOLT, id="holt"), pytest.param(SEASONAL, id="seasonal")]
 
 
@@ -85,15 +87,53 @@ def morning_ramp_day(t: float) -> float:
     return 300.0 + 2700.0 * min((hour - 8) * 3, 1.0)
 
 
-def test_seasonal_model_anticipates_the_daily_morning_ramp() -> None:
+def test_daily_profile_anticipates_the_morning_ramp() -> None:
     series = [(MONDAY + 60 * i, morning_ramp_day(60 * i)) for i in range(int(3 * 1440 + 7.9 * 60))]
     t_now = series[-1][0]  # 07:54 on day 4: still night
     assert series[-1][1] == 300.0
     truth = morning_ramp_day(t_now + 600)
-    seasonal = SEASONAL.forecast(run(SEASONAL, series), t=t_now, horizon=600)
+    seasonal = DAILY.forecast(run(DAILY, series), t=t_now, horizon=600)
     holt = HOLT.forecast(run(HOLT, series), t=t_now, horizon=600)
     assert holt.mean == pytest.approx(300.0, rel=0.05)  # Holt cannot know
     assert seasonal.mean > 0.5 * truth
+
+
+def sine_day(t: float) -> float:
+    return 1000.0 * (1.5 + math.sin(2 * math.pi * t / 86400 - 2)) * wiggle(int(t))
+
+
+LEVELS = [300.0 + (i * 7919) % 2700 for i in range(100)]
+
+
+def unrepeated_days(t: float) -> float:
+    """A new level every 2 hours, no day like another."""
+    return LEVELS[int(t // 7200)]
+
+
+@pytest.mark.parametrize(
+    ("shape", "uses_profile"),
+    [
+        pytest.param(sine_day, True, id="daily-cycle-uses-profile"),
+        pytest.param(unrepeated_days, False, id="no-cycle-stays-holt"),
+    ],
+)
+def test_auto_uses_the_profile_only_where_it_predicts_better(
+    shape: Callable[[float], float], uses_profile: bool
+) -> None:
+    """Online 10-minute MAPE over days 3-4: Auto is never much worse than the better of
+    plain Holt and the forced profile."""
+    errors = {"holt": 0.0, "daily": 0.0, "seasonal": 0.0}
+    states = {k: forecast.FORECASTERS[k].initial() for k in errors}
+    for i in range(0, 4 * 86400, 60):
+        for k in errors:
+            states[k] = forecast.FORECASTERS[k].update(states[k], t=MONDAY + i, value=shape(i))
+        if i > 2 * 86400:
+            truth = shape(i + 600)
+            for k in errors:
+                fc = forecast.FORECASTERS[k].forecast(states[k], t=MONDAY + i, horizon=600)
+                errors[k] += abs(fc.mean - truth) / truth
+    assert SEASONAL.uses_profile(states["seasonal"]) is uses_profile  # type: ignore[attr-defined]
+    assert errors["seasonal"] <= 1.05 * min(errors["holt"], errors["daily"])
 
 
 def test_seasonal_model_is_plain_holt_until_a_day_is_seen() -> None:

@@ -310,3 +310,32 @@ def test_same_inputs_same_outputs() -> None:
     b = simulate(busy_then_quiet, seconds=1800, start_replicas=10)
     assert a.recs == b.recs
     assert a.state == b.state
+
+
+def morning_ramp_day(t: float) -> float:
+    """300 tok/s at night, 3000 by day; the ramp is 08:00-08:20 UTC."""
+    hour = (t % 86400) / 3600
+    if hour < 8 or hour >= 20:
+        return 300.0
+    return 300.0 + 2700.0 * min((hour - 8) * 3, 1.0)
+
+
+@pytest.mark.parametrize(
+    ("seasonality", "ahead"),
+    [pytest.param("Daily", True, id="daily"), pytest.param("None", False, id="none")],
+)
+def test_spec_seasonality_decides_whether_the_daily_profile_is_used(
+    seasonality: str, ahead: bool
+) -> None:
+    config = replace(CONFIG, seasonality=seasonality, default_horizon_seconds=600.0)  # type: ignore[arg-type]
+    base = 1_700_438_400.0  # a midnight UTC
+    history = [(base + 60 * i, morning_ramp_day(60 * i)) for i in range(int(3 * 1440 + 7.9 * 60))]
+    state = recommender.bootstrap(ScalingState(), samples=history, config=config)
+    now = history[-1][0]  # 07:54, still 300 tok/s
+    rec, _ = recommender.recommend(
+        obs(now, rate=300.0, replicas=1, age=0.0), config=config, state=state
+    )
+    assert rec.forecast_token_rate is not None
+    # The 30-minute profile bins smooth the 20-minute ramp, so "ahead" is a clear rise
+    # over the night's 300 tok/s, not the full 705 tok/s of 08:04.
+    assert (rec.forecast_token_rate > 1.2 * 300.0) is ahead
