@@ -297,31 +297,53 @@ class _Engine:
 
     def _run(self) -> None:
         while True:
-            now = time.monotonic()
-            if not self._active:
-                block: float | None = None
-            else:
-                next_decode = min(s.decode_at for s in self._active)
-                block = 0 if next_decode <= now else next_decode - now
-            if not self._admit(block_s=block):
-                return
+            try:
+                if not self._step():
+                    return
+            except Exception as err:
+                # A dead loop would leave every later request hanging: fail the batch, go on.
+                pb_utils.Logger.log_error(f"toy_llm: decode step failed: {err!r}")
+                failed, self._active = self._active, []
+                for seq in failed:
+                    self._fail(seq, f"toy_llm: decode step failed: {err}")
+
+    def _step(self) -> bool:
+        """Admit arrivals, then run one decode step; False when asked to stop."""
+        now = time.monotonic()
+        if not self._active:
+            block: float | None = None
+        else:
+            next_decode = min(s.decode_at for s in self._active)
+            block = 0 if next_decode <= now else next_decode - now
+        if not self._admit(block_s=block):
+            return False
+        self._publish_gauges()
+        now = time.monotonic()
+        decoding = [s for s in self._active if s.decode_at <= now]
+        if not decoding:
+            return True
+        time.sleep(self.config.step_s(len(self._active)))
+        now = time.monotonic()
+        for seq in decoding:
+            self._emit(seq, now=now)
+        self.metrics.put(self.metrics.generation, "increment", len(decoding))
+        done = [s for s in decoding if s.generated >= s.max_tokens]
+        if done:
+            self._active = [s for s in self._active if s.generated < s.max_tokens]
+            for seq in done:
+                self._finish(seq, now=now)
             self._publish_gauges()
-            now = time.monotonic()
-            decoding = [s for s in self._active if s.decode_at <= now]
-            if not decoding:
-                continue
-            step = self.config.step_s(len(self._active))
-            time.sleep(step)
-            now = time.monotonic()
-            for seq in decoding:
-                self._emit(seq, now=now)
-            self.metrics.put(self.metrics.generation, "increment", len(decoding))
-            done = [s for s in decoding if s.generated >= s.max_tokens]
-            if done:
-                self._active = [s for s in self._active if s.generated < s.max_tokens]
-                for seq in done:
-                    self._finish(seq, now=now)
-                self._publish_gauges()
+        return True
+
+    @staticmethod
+    def _fail(seq: _Sequence, message: str) -> None:
+        try:
+            seq.sender.send(
+                pb_utils.InferenceResponse(error=pb_utils.TritonError(message)),
+                flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL,
+            )
+        except Exception as err:
+            pb_utils.Logger.log_warn(f"toy_llm: could not send an error response: {err}")
 
     def _emit(self, seq: _Sequence, *, now: float) -> None:
         seq.words.append(_VOCAB[seq.generated % len(_VOCAB)])
