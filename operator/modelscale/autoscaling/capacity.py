@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -31,6 +31,8 @@ class CapacityState:
     n: tuple[int, ...] = ()
     total: int = 0
     capacity: float | None = None  # learned tokens/s per replica at the SLO
+    # The latency curve of this state, when already computed (not serialised).
+    curve: tuple[tuple[float, float], ...] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +74,8 @@ class CapacityModel:
         )
         if new.total < self.min_points:
             return new
-        wanted = self._capacity_estimate(new, target=target, slo=slo)
+        curve = self._envelope(new)
+        wanted = self._capacity_estimate(new, curve=curve, target=target, slo=slo)
         current = target if state.capacity is None else state.capacity
         bounded = min(
             max(wanted, current * (1.0 - self.max_change)), current * (1.0 + self.max_change)
@@ -83,9 +86,10 @@ class CapacityModel:
             n=new.n,
             total=new.total,
             capacity=float(f"{bounded:.6g}"),  # as status stores it: exact round trips
+            curve=curve,
         )
 
-    def _envelope(self, state: CapacityState) -> list[tuple[float, float]]:
+    def _envelope(self, state: CapacityState) -> tuple[tuple[float, float], ...]:
         """(bin centre load, monotone P99) for bins with enough points."""
         out: list[tuple[float, float]] = []
         running = 0.0
@@ -95,10 +99,17 @@ class CapacityModel:
                 continue
             running = max(running, p)
             out.append(((i + 0.5) * width, running))
-        return out
+        return tuple(out)
 
-    def _capacity_estimate(self, state: CapacityState, *, target: float, slo: float) -> float:
-        env = self._envelope(state)
+    def _capacity_estimate(
+        self,
+        state: CapacityState,
+        *,
+        curve: tuple[tuple[float, float], ...],
+        target: float,
+        slo: float,
+    ) -> float:
+        env = curve
         prev: tuple[float, float] | None = None
         for load, p in env:
             if p > slo:
@@ -119,14 +130,16 @@ class CapacityModel:
             return target
         return state.capacity
 
-    def latency_curve(self, state: CapacityState, *, target: float) -> list[tuple[float, float]]:
+    def latency_curve(
+        self, state: CapacityState, *, target: float
+    ) -> tuple[tuple[float, float], ...]:
         """The monotone (load, P99) points `predict_p99` interpolates; empty until learned."""
         if state.scale != target:
-            return []
-        return self._envelope(state)
+            return ()
+        return state.curve if state.curve is not None else self._envelope(state)
 
     @staticmethod
-    def predict_p99(env: list[tuple[float, float]], *, load: float) -> float | None:
+    def predict_p99(env: tuple[tuple[float, float], ...], *, load: float) -> float | None:
         """Predicted P99 at `load` tokens/s per replica on a `latency_curve`; None without
         data at or below that load. Beyond the highest load seen, the highest bin's value
         (no extrapolation: the capacity bound covers the unseen range)."""

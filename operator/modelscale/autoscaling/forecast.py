@@ -220,12 +220,13 @@ class Holt:
     def to_dict(self, state: HoltState) -> dict[str, Any]:
         return {
             "t": state.t,
-            "l": _r(state.level),
-            "b": _r(state.trend),
-            "v": _r(state.var),
+            # Unrounded: five floats, and rounding them cost more time than they cost room.
+            "l": state.level,
+            "b": state.trend,
+            "v": state.var,
             "n": min(state.n, 1_000_000),
-            "es": _r(state.es),
-            "ea": _r(state.ea),
+            "es": state.es,
+            "ea": state.ea,
         }
 
     def from_dict(self, data: dict[str, Any]) -> HoltState:

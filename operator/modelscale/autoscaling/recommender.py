@@ -34,8 +34,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from modelscale.autoscaling import capacity as capacity_mod
 from modelscale.autoscaling import forecast as forecast_mod
@@ -113,9 +113,9 @@ def first_block(obs: Observation, config: PolicyConfig, checks: Iterable[Check])
     return None
 
 
-@dataclass(frozen=True, slots=True)
-class _Model:
-    """Typed view of ScalingState.model."""
+class _Model(NamedTuple):
+    """Typed view of ScalingState.model (a NamedTuple: `_replace` is cheap, and this runs
+    on every call)."""
 
     fc: forecast_mod.SeasonalState
     cap: capacity_mod.CapacityState
@@ -187,7 +187,7 @@ def bootstrap(
         if math.isfinite(value) and (last is None or t > last):
             fc = FORECASTER.update(fc, t=t, value=value)
             last = t
-    m = replace(m, fc=fc, sample_time=last)
+    m = m._replace(fc=fc, sample_time=last)
     return ScalingState(
         last_scale_time=state.last_scale_time, decisions=state.decisions, model=_dump_model(m)
     )
@@ -213,8 +213,7 @@ def _finish(
 
 
 def _record_window(model: _Model, *, now: float, replicas: int, config: PolicyConfig) -> _Model:
-    return replace(
-        model,
+    return model._replace(
         down=_push(
             model.down,
             now=now,
@@ -271,7 +270,7 @@ def _learn(obs: Observation, *, config: PolicyConfig, model: _Model) -> _Model:
             target=config.target_tokens_per_replica,
             slo=config.latency_slo_seconds,
         )
-    return replace(model, fc=fc, cap=cap, sample_time=obs.sample_time)
+    return model._replace(fc=fc, cap=cap, sample_time=obs.sample_time)
 
 
 def recommend_for_forecast(
@@ -354,7 +353,7 @@ def recommend(
     urgent = recommend_for_reality(
         obs,
         config=config,
-        model=replace(model, queue=previous_queue),
+        model=model._replace(queue=previous_queue),
     )
     if urgent is not None:
         floor = max(obs.current_replicas, obs.warmed_replicas + 1)
@@ -362,7 +361,7 @@ def recommend(
             replicas, reason = floor, urgent.reason
             message = f"{urgent.message}: {replicas} replicas ({message})"
     if obs.queue_depth is not None:
-        model = replace(model, queue=obs.queue_depth)
+        model = model._replace(queue=obs.queue_depth)
 
     clamped = _clamp(replicas, config)
     if clamped != replicas:
