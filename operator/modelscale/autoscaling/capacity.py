@@ -3,9 +3,11 @@
 Observations are (output tokens/s per *warmed* replica, P99 of the chosen latency
 signal). The load axis is cut into `bins` bins of `bin_fraction` x the spec's
 tokensPerSecondPerReplica each; a bin keeps an EWMA of the P99 seen at that load and a
-count. The latency curve is the running maximum of the bins' P99 from low to high load
-(a monotone envelope: more load never predicts less latency), interpolated between bin
-centres.
+count. The latency curve is the isotonic (pool-adjacent-violators) fit of the bins' P99
+over load, weighted by their counts: more load never predicts less latency, and one noisy
+bin is averaged with its neighbours instead of lifting every heavier load (a running
+maximum would). It is interpolated between bin centres. Once a bin has data, a new P99
+is clipped to [1/3, 3] x the bin's value before the EWMA, so one burst moves it little.
 
 Effective capacity (tokens/s per replica at the SLO):
 - fewer than `min_points` observations: the spec's value;
@@ -43,6 +45,7 @@ class CapacityModel:
     min_points: int = 20
     min_bin_points: int = 3
     max_change: float = 0.1
+    max_weight: int = 50  # cap on a bin's count in the fit, so old bins do not dominate
 
     def initial(self, *, target: float) -> CapacityState:
         return CapacityState(scale=target, p99=(None,) * self.bins, n=(0,) * self.bins)
@@ -62,6 +65,8 @@ class CapacityModel:
         p99s = list(state.p99)
         ns = list(state.n)
         old = p99s[b]
+        if old is not None and ns[b] >= self.min_bin_points and old > 0.0:
+            p99 = min(max(p99, old / 3.0), old * 3.0)
         # Rounded when written so that to_dict is a plain copy (it runs on every call).
         p99s[b] = float(f"{p99 if old is None else old + self.alpha * (p99 - old):.5g}")
         ns[b] = min(ns[b] + 1, 1_000_000)
@@ -90,16 +95,26 @@ class CapacityModel:
         )
 
     def _envelope(self, state: CapacityState) -> tuple[tuple[float, float], ...]:
-        """(bin centre load, monotone P99) for bins with enough points."""
-        out: list[tuple[float, float]] = []
-        running = 0.0
+        """(bin centre load, monotone P99) for bins with enough points: weighted isotonic
+        regression by pool-adjacent-violators (16 bins: cheaper by hand than scipy or
+        scikit-learn, neither of which the pure core may pull in per call)."""
         width = self._width(state)
+        loads: list[float] = []
+        # Blocks of pooled bins: [weighted mean, weight, number of bins].
+        blocks: list[list[float]] = []
         for i, (p, n) in enumerate(zip(state.p99, state.n, strict=True)):
             if p is None or n < self.min_bin_points:
                 continue
-            running = max(running, p)
-            out.append(((i + 0.5) * width, running))
-        return tuple(out)
+            loads.append((i + 0.5) * width)
+            blocks.append([p, float(min(n, self.max_weight)), 1.0])
+            while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
+                m2, w2, c2 = blocks.pop()
+                m1, w1, c1 = blocks.pop()
+                blocks.append([(m1 * w1 + m2 * w2) / (w1 + w2), w1 + w2, c1 + c2])
+        fitted: list[float] = []
+        for mean, _, count in blocks:
+            fitted.extend([mean] * int(count))
+        return tuple(zip(loads, fitted, strict=True))
 
     def _capacity_estimate(
         self,

@@ -91,3 +91,13 @@ def test_state_round_trips_through_json() -> None:
     back = MODEL.from_dict(json.loads(json.dumps(MODEL.to_dict(s))), target=TARGET)
     assert back == s
     assert len(json.dumps(MODEL.to_dict(s))) < 512
+
+
+def test_a_burst_of_slow_requests_at_light_load_does_not_collapse_capacity() -> None:
+    """Ten P99s of 10 s at 200 tok/s (a burst of long prompts) among a well-learned
+    curve: the light-load bin is pooled with its neighbours, not made the knee."""
+    s = feed(sweep(0.0, 1.9 * TARGET) * 3, knee=1300.0)
+    before = MODEL.capacity(s, target=TARGET)
+    for _ in range(10):
+        s = MODEL.observe(s, load=200.0, p99=10.0, target=TARGET, slo=SLO)
+    assert MODEL.capacity(s, target=TARGET) >= 0.95 * before
