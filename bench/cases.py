@@ -1,7 +1,8 @@
 """The benchmark's trace cases: which slice of which trace, at what rate scale.
 
 Aggregate (ServeGen) traces are replayed at a rate scale that maps them onto a handful of
-8B-model replicas, over a slice that contains a daily ramp, with a 1 s tick (their load changes on a 10-minute scale) so `make bench` stays under 2 minutes.
+8B-model replicas, over a slice that contains a daily ramp, with a 1 s tick (their load
+changes on a 10-minute scale) so `make bench` stays under 2 minutes.
 """
 
 from __future__ import annotations

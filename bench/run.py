@@ -57,7 +57,7 @@ def run_case(case: Case, plots: Path | None) -> dict[str, Figures]:
     print(markdown(figs))
     print(flush=True)
     if plots is not None:
-        from modelscale.simulate import plot
+        from modelscale.simulate import plot  # noqa: PLC0415 (matplotlib only if asked)
 
         plots.mkdir(parents=True, exist_ok=True)
         plot.write(

@@ -4,7 +4,8 @@ Per 1-minute interval it finds the fewest warm replicas that keep that interval'
 and P99 TPOT within the SLO: it starts from a fluid lower bound (the interval's request
 rate over what one replica sustains with that interval's token mix) and adds a replica to
 every interval that still misses the SLO in a replay (and to the one before, whose backlog
-it inherits), until every interval meets it or `max_rounds` is reached. Each replica is
+it inherits), until every interval meets it or `max_rounds` is reached; then it tries to
+give one back everywhere and keeps only the ones a replay shows are needed. Each replica is
 created L+W before it is needed, so it is warm on time, and is kept through a dip shorter
 than L+W, since stopping and restarting it would cost at least as much.
 """
@@ -104,21 +105,72 @@ class OracleRun:
     meets_slo: bool
 
 
+def _replay(
+    trace: Trace, need: NDArray[np.int64], *, params: ReplicaParams, slo: Slo, dt: float
+) -> tuple[Oracle, engine.RunResult, NDArray[np.bool_]]:
+    policy = Oracle(lives=schedule(need, horizon_s=params.horizon_s), dt=dt)
+    result = engine.run(
+        trace, policy, params=params, initial_replicas=policy.replicas_at(0.0), dt=dt
+    )
+    ok = figures.window_ok(trace, result, slo)[: need.size]
+    return policy, result, ok
+
+
+def _bump(need: NDArray[np.int64], bad: NDArray[np.int64]) -> NDArray[np.int64]:
+    need = need.copy()
+    need[bad] += 1
+    prev = bad[bad > 0] - 1
+    need[prev] = np.maximum(need[prev], need[prev + 1] - 1)
+    return need
+
+
 def solve(
-    trace: Trace, *, params: ReplicaParams, slo: Slo, dt: float = 0.5, max_rounds: int = 12
+    trace: Trace,
+    *,
+    params: ReplicaParams,
+    slo: Slo,
+    dt: float = 0.5,
+    max_rounds: int = 12,
+    trim_rounds: int = 2,
 ) -> OracleRun:
+    """Repair upwards from the fluid lower bound until every interval meets the SLO, then
+    try to give back one replica in every interval (keeping it only where the replay says
+    it was needed), so the greedy repair's overshoot does not inflate the reference."""
     need = lower_bound(trace, params=params, slo=slo)
     rounds = 0
-    while True:
-        rounds += 1
-        policy = Oracle(lives=schedule(need, horizon_s=params.horizon_s), dt=dt)
-        result = engine.run(
-            trace, policy, params=params, initial_replicas=policy.replicas_at(0.0), dt=dt
-        )
-        ok = figures.window_ok(trace, result, slo)
-        bad = np.flatnonzero(~ok[: need.size])
-        if bad.size == 0 or rounds >= max_rounds:
-            return OracleRun(need, result, policy, rounds, meets_slo=bad.size == 0)
-        need = need.copy()
-        need[bad] += 1
-        need[np.maximum(bad - 1, 0)] += 1 * (bad > 0)
+    best: tuple[NDArray[np.int64], Oracle, engine.RunResult] | None = None
+
+    def repair(need: NDArray[np.int64]) -> tuple[NDArray[np.int64], Oracle, engine.RunResult, bool]:
+        nonlocal rounds
+        while True:
+            rounds += 1
+            policy, result, ok = _replay(trace, need, params=params, slo=slo, dt=dt)
+            bad = np.flatnonzero(~ok)
+            if bad.size == 0 or rounds >= max_rounds:
+                return need, policy, result, bad.size == 0
+            need = _bump(need, bad)
+
+    need, policy, result, meets = repair(need)
+    if meets:
+        best = (need, policy, result)
+        for _ in range(trim_rounds):
+            fewer = np.maximum(need - 1, 1)
+            if np.array_equal(fewer, need):
+                break
+            rounds += 1
+            _, _, ok = _replay(trace, fewer, params=params, slo=slo, dt=dt)
+            bad = np.flatnonzero(~ok)
+            keep = np.zeros(need.size, dtype=bool)
+            keep[bad] = True
+            keep[bad[bad > 0] - 1] = True
+            trial = np.where(keep, need, fewer)
+            if np.array_equal(trial, need):
+                break
+            trial, policy, result, meets = repair(trial)
+            if not meets or result.replica_seconds >= best[2].replica_seconds:
+                break
+            need = trial
+            best = (need, policy, result)
+        need, policy, result = best
+        meets = True
+    return OracleRun(need, result, policy, rounds, meets_slo=meets)

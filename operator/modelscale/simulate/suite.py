@@ -36,6 +36,7 @@ class Setup:
     oracle: oracle.OracleRun
     recommend: ours.RecommendFn | None = None
     placeholder: bool = field(default=False)
+    static_replicas: int = 0  # fewest constant replicas meeting the SLO in every window
 
     @property
     def initial_replicas(self) -> int:
@@ -63,7 +64,7 @@ def prepare(
     placeholder = False
     if recommend is None:
         recommend, placeholder = ours.resolve_recommender()
-    return Setup(
+    setup = Setup(
         trace=trace,
         params=params,
         slo=slo,
@@ -74,6 +75,28 @@ def prepare(
         recommend=recommend,
         placeholder=placeholder,
     )
+    setup.static_replicas = smallest_static(setup)
+    return setup
+
+
+def smallest_static(setup: Setup) -> int:
+    """The constant replica count the trace's peak needs: the fewest (found by bisection,
+    up to the oracle's peak) that meet the SLO in every 1-minute window of the replay."""
+    lo, hi = 1, setup.peak_replicas
+    while lo < hi:
+        mid = (lo + hi) // 2
+        result = engine.run(
+            setup.trace,
+            baselines.StaticPeak(replicas=mid),
+            params=setup.params,
+            initial_replicas=mid,
+            dt=setup.dt,
+        )
+        if figures.window_ok(setup.trace, result, setup.slo).all():
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
 
 
 def make_policy(
@@ -99,7 +122,7 @@ def make_policy(
     if name == "aibrix-apa":
         return baselines.AibrixApa(target_per_pod=target)
     if name == "static-peak":
-        return baselines.StaticPeak(replicas=setup.peak_replicas)
+        return baselines.StaticPeak(replicas=setup.static_replicas)
     if name == "oracle":
         return setup.oracle.policy
     raise ValueError(f"unknown policy {name!r}; choose from {', '.join(POLICIES)}")
