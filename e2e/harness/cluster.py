@@ -414,7 +414,9 @@ def ensure_binaries() -> None:
     ]
     if missing:
         _log(f"missing {', '.join(missing)}: building with e2e/tools/build.sh (minutes, once)")
-        subprocess.run(["bash", str(topo.TOOLS / "build.sh")], check=True)
+        res = subprocess.run(["bash", str(topo.TOOLS / "build.sh")], check=False)
+        if res.returncode != 0:
+            raise ClusterError(f"e2e/tools/build.sh failed ({res.returncode}); see its output")
 
 
 def ensure_prometheus() -> str:
@@ -596,8 +598,19 @@ def start_prometheus() -> None:
 
 
 def stop_prometheus() -> None:
-    """Stop Prometheus (for tests of 'metrics source gone'); its data stays."""
+    """Stop Prometheus (for tests of 'metrics source gone'); its data stays. It is shared
+    by every session using the cluster: restart it promptly (`prometheus_stopped`)."""
     _stop("prometheus")
+
+
+@contextlib.contextmanager
+def prometheus_stopped() -> Iterator[None]:
+    """Prometheus is down inside the block and ready again after it."""
+    stop_prometheus()
+    try:
+        yield
+    finally:
+        start_prometheus()
 
 
 # --------------------------------------------------------------------------- up / down
@@ -722,6 +735,7 @@ def _other_users() -> list[int]:
 def session() -> Iterator[ClusterInfo]:
     """Reuse a running cluster, or bring one up and take it down afterwards — unless
     another live session (another pytest run on this machine) still uses it."""
+    _check_root()
     with _locked():
         started = not running()
         ci = up()

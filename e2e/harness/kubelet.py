@@ -565,8 +565,12 @@ class PodWorker:
         try:
             launch = self._launch(pod, c)
         except PodSpecError as err:
-            c.unsupported = err
             c.waiting = (err.reason, err.message)
+            if err.reason == "CreateContainerConfigError":  # may resolve: retry like the kubelet
+                c.backoff_until = time.monotonic() + 2.0
+                self._event("Warning", "Failed", err.message)
+                return
+            c.unsupported = err
             self._event(
                 "Warning",
                 "ImageNotKnown" if err.reason == "ErrImagePull" else err.reason,
@@ -1145,14 +1149,14 @@ class Runtime:
                     seen.add(pod["metadata"]["uid"])
                     self.dispatch("MODIFIED", pod)
                 with self.workers_lock:
-                    vanished = [w for uid, w in self.workers.items() if uid not in seen]
-                for w in vanished:
-                    w.deleted()
+                    vanished = [wk for uid, wk in self.workers.items() if uid not in seen]
+                for gone in vanished:
+                    gone.deleted()
                 for uid in set(self.sd_pods) - seen:
                     self.sd_pods.pop(uid, None)
                 rv = listing["metadata"]["resourceVersion"]
-                w = watch.Watch()
-                for ev in w.stream(
+                stream = watch.Watch()
+                for ev in stream.stream(
                     self.core.list_pod_for_all_namespaces,
                     field_selector="spec.nodeName!=",
                     resource_version=rv,
@@ -1160,7 +1164,7 @@ class Runtime:
                     allow_watch_bookmarks=True,
                 ):
                     if self.shutting_down.is_set():
-                        w.stop()
+                        stream.stop()
                         break
                     if ev["type"] in ("ADDED", "MODIFIED", "DELETED"):
                         self.dispatch(ev["type"], ev["raw_object"])

@@ -27,6 +27,7 @@ import pytest
 from kubernetes import client, config
 
 from harness import cluster as _cluster
+from harness import topology
 
 
 class WaitFor(Protocol):
@@ -74,7 +75,7 @@ def cluster() -> Iterator[_cluster.ClusterInfo]:
             prometheus_url=os.environ.get(EXTERNAL_PROMETHEUS, ""),
             apiserver_url="",
             state_dir=pathlib.Path(external).parent,
-            bin_dir=_cluster.topo.bin_dir(),
+            bin_dir=topology.bin_dir(),
         )
         return
     try:
