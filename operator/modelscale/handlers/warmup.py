@@ -153,7 +153,8 @@ def patch_condition(facts: plan.PodFacts, condition: Mapping[str, Any]) -> None:
     )
 
 
-def patch_annotations(facts: plan.PodFacts, annotations: Mapping[str, str]) -> None:
+def patch_annotations(facts: plan.PodFacts, annotations: Mapping[str, str | None]) -> None:
+    """Merge patch: a None value removes the annotation."""
     if not annotations:
         return
     _core().patch_namespaced_pod(
@@ -482,6 +483,18 @@ async def _maintain_annotations(facts: plan.PodFacts) -> None:
         SECONDS_TO_READY.labels(facts.namespace, facts.modeldeployment or "").observe(float(ready))
 
 
+async def _close_gate(facts: plan.PodFacts) -> None:
+    message = (
+        f"container restarted after warm-up ({facts.restarts} restarts): the model is cold "
+        "again and is warmed up anew before it gets traffic"
+    )
+    log.warning("%s/%s: %s", facts.namespace, facts.name, message)
+    _WARMED.pop(facts.uid, None)
+    await _write_condition(facts, ok=False, reason=plan.REASON_RESTARTED, message=message)
+    # seconds-to-warm stays: it is the pod's start-up figure, not this re-warm's.
+    await _api(patch_annotations, facts, {plan.ANNOTATION_WARMED_RESTARTS: None})
+
+
 def _background(coro: Any, what: str) -> None:
     async def guarded() -> None:
         try:
@@ -512,6 +525,11 @@ async def pod_event(event: Mapping[str, Any], body: kopf.Body, **_: Any) -> None
         return
     _LAST_FACTS[facts.uid] = facts
     _background(_maintain_annotations(facts), f"annotations of {facts.namespace}/{facts.name}")
+    if plan.cold_again(facts):
+        # The model restarted cold behind an open gate: close it; the next event with the
+        # containers ready warms the pod up again.
+        _background(_close_gate(facts), f"closing the gate of {facts.namespace}/{facts.name}")
+        return
     if facts.warmed:
         if facts.ip is not None and facts.uid not in _WARMED:
             _WARMED[facts.uid] = (facts.namespace, facts.name, None)

@@ -25,6 +25,7 @@ MD_LABEL = "modelscale.dev/modeldeployment"
 ANNOTATION_SECONDS_TO_READY = "modelscale.dev/seconds-to-ready"
 ANNOTATION_SECONDS_TO_WARM = "modelscale.dev/seconds-to-warm"
 ANNOTATION_ATTEMPTS = "modelscale.dev/warm-up-attempts"
+ANNOTATION_WARMED_RESTARTS = "modelscale.dev/warmed-at-restart-count"
 ANNOTATION_DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 
 # Reasons (CamelCase) for the condition, events and metrics.
@@ -38,6 +39,7 @@ REASON_TIMEOUT = "WarmUpTimeout"
 REASON_INVALID_REQUEST = "InvalidWarmUpRequest"
 REASON_CANCELLED = "WarmUpCancelled"
 REASON_GAVE_UP = "WarmUpGaveUp"
+REASON_RESTARTED = "ContainerRestarted"
 
 # Short prompt for BYTES inputs: long enough to exercise the tokenizer and the prefill path.
 DEFAULT_PROMPT = "Warm-up: summarise in one sentence why the sky is blue."
@@ -624,6 +626,7 @@ class PodFacts:
     seconds_to_ready: float | None
     seconds_to_warm: float | None
     annotations: Mapping[str, str]
+    restarts: int = 0  # container restarts, summed over the pod's containers
 
 
 def pod_facts(pod: Mapping[str, Any]) -> PodFacts:
@@ -652,6 +655,22 @@ def pod_facts(pod: Mapping[str, Any]) -> PodFacts:
         seconds_to_ready=_float_or_none(annotations.get(ANNOTATION_SECONDS_TO_READY)),
         seconds_to_warm=_float_or_none(annotations.get(ANNOTATION_SECONDS_TO_WARM)),
         annotations=annotations,
+        restarts=sum(
+            int(_get(cs, "restartCount", "restart_count") or 0)
+            for cs in _get(status, "containerStatuses", "container_statuses") or ()
+        ),
+    )
+
+
+def cold_again(facts: PodFacts) -> bool:
+    """A warmed pod whose container restarted since its warm-up serves a cold model again:
+    its gate must close until it is warmed anew (or a user would hit the cold start)."""
+    recorded = facts.annotations.get(ANNOTATION_WARMED_RESTARTS)
+    return (
+        facts.warmed
+        and recorded is not None
+        and recorded.isdigit()
+        and (facts.restarts > int(recorded))
     )
 
 
@@ -795,6 +814,8 @@ def annotation_updates(
             out[ANNOTATION_SECONDS_TO_WARM] = f"{warm:.1f}"
     if attempts is not None and attempts != facts.attempts:
         out[ANNOTATION_ATTEMPTS] = str(attempts)
+    if warmed and not facts.warmed:  # about to open the gate: remember the restart count
+        out[ANNOTATION_WARMED_RESTARTS] = str(facts.restarts)
     cost = deletion_cost(containers_ready=facts.containers_ready, warmed=is_warmed, load=load)
     old = facts.annotations.get(ANNOTATION_DELETION_COST)
     if old is None or cost_needs_update(old=int(old) if _is_int(old) else None, new=cost):

@@ -515,6 +515,7 @@ def test_annotation_updates_write_figures_once_and_cost_by_state() -> None:
         plan.ANNOTATION_SECONDS_TO_READY: "90.0",
         plan.ANNOTATION_SECONDS_TO_WARM: "120.0",
         plan.ANNOTATION_ATTEMPTS: "1",
+        plan.ANNOTATION_WARMED_RESTARTS: "0",
         plan.ANNOTATION_DELETION_COST: "0",
     }
     settled = plan.pod_facts(
@@ -549,3 +550,26 @@ def test_annotation_updates_write_figures_once_and_cost_by_state() -> None:
 )
 def test_cost_needs_update(old: int | None, new: int, update: bool) -> None:
     assert plan.cost_needs_update(old=old, new=new) is update
+
+
+@pytest.mark.parametrize(
+    ("restarts", "recorded", "cold"),
+    [
+        pytest.param(0, "0", False, id="no-restart"),
+        pytest.param(1, "0", True, id="restarted-after-warm-up"),
+        pytest.param(2, "2", False, id="restarts-before-warm-up"),
+        pytest.param(3, None, False, id="warmed-by-an-older-operator"),
+    ],
+)
+def test_cold_again_after_a_container_restart(
+    restarts: int, recorded: str | None, cold: bool
+) -> None:
+    body = pod(
+        "w",
+        created="2026-01-01T00:00:00Z",
+        ready_at="2026-01-01T00:01:00Z",
+        warmed_at="2026-01-01T00:01:10Z",
+        annotations={plan.ANNOTATION_WARMED_RESTARTS: recorded} if recorded else {},
+    )
+    body["status"]["containerStatuses"] = [{"name": "triton", "restartCount": restarts}]
+    assert plan.cold_again(plan.pod_facts(body)) is cold
