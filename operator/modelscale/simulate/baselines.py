@@ -28,6 +28,9 @@ class _HpaBehavior:
     history: deque[tuple[float, int]] = field(default_factory=deque)
 
     def apply(self, *, now: float, raw: int, current: int) -> int:
+        if not self.history:
+            # An HPA that has been running at `current` recommended `current` before.
+            self.history.append((now - 1e-6, current))
         self.history.append((now, raw))
         horizon = max(self.down_window_s, self.up_window_s)
         while self.history and self.history[0][0] < now - horizon:

@@ -328,8 +328,9 @@ def run(
         max_replicas=max_replicas,
         drain_s=drain_s,
     )
-    # First decision after one interval: at t=0 no metric has a sample yet.
-    next_decision = policy.interval_s
+    # The replay starts cold, but the service it models has been running: no decision
+    # until one rate() window of metrics exists, so no policy acts on a half-empty window.
+    next_decision = max(policy.interval_s, RATE_WINDOW_S)
     desired = initial_replicas
     events = 0
     replica_seconds = 0.0

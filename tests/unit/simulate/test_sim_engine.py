@@ -69,15 +69,15 @@ def test_overload_queues_requests_and_ttft_grows() -> None:
 @pytest.mark.parametrize(
     ("gate", "first_traffic"),
     [
-        pytest.param(True, 15 + 120 + 20, id="gated-serves-after-L+W"),
-        pytest.param(False, 15 + 120, id="ungated-serves-after-L"),
+        pytest.param(True, 60 + 120 + 20, id="gated-serves-after-L+W"),
+        pytest.param(False, 60 + 120, id="ungated-serves-after-L"),
     ],
 )
 def test_new_replica_serves_only_after_startup(gate: bool, first_traffic: float) -> None:
-    # One replica saturated (batch 1); a second is created at t=15.
+    # One replica saturated (batch 1); a second is created at the first decision (t=60).
     params = ReplicaParams(max_batch=1)
     tr = poisson(3.0, 400, out=20)
-    policy = Fixed(1, then=2, at=15.0, gate=gate)
+    policy = Fixed(1, then=2, at=60.0, gate=gate)
     result = engine.run(tr, policy, params=params, initial_replicas=1)
     t_admit = tr.arrival_s + result.ttft - tr.input_tokens / params.prefill_tokens_per_s
     # Throughput of one replica caps admissions; with two, more requests start per second.
@@ -87,8 +87,8 @@ def test_new_replica_serves_only_after_startup(gate: bool, first_traffic: float)
     assert bool(result.cold.any()) is (not gate)
     if not gate:
         cold_admits = t_admit[result.cold]
-        assert cold_admits.min() >= 15 + 120 - 0.5
-        assert cold_admits.max() <= 15 + 140 + 0.5
+        assert cold_admits.min() >= 60 + 120 - 0.5
+        assert cold_admits.max() <= 60 + 140 + 0.5
 
 
 def test_replica_seconds_count_starting_replicas() -> None:
