@@ -256,11 +256,14 @@ class SeasonalState:
     values: tuple[float | None, ...] = ()  # EWMA of the rate per time-of-day bin
     active: bool = False  # the profile has been learned (a day seen, every bin filled)
     total: float = 0.0  # sum of `values`, kept so the profile costs O(1) per call
-    # One pending check: (target time, seasonal forecast, plain forecast) made
-    # `check_horizon` earlier; when it is due both errors update.
-    check: tuple[float, float, float] | None = None
+    # One pending check: (target time, seasonal forecast, plain forecast, forecast used)
+    # made `check_horizon` earlier; when it is due the errors below update.
+    check: tuple[float, float, float, float] | None = None
     err_seasonal: float = 0.0  # EWMA of relative error at check_horizon
     err_plain: float = 0.0
+    # EWMA of 2 x (relative under-forecast at check_horizon)^2: calibrates the upper
+    # bound where one-step errors understate multi-step ones (smooth but wandering load).
+    up_var: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -356,28 +359,34 @@ class Seasonal:
             check=state.check,
             err_seasonal=state.err_seasonal,
             err_plain=state.err_plain,
+            up_var=state.up_var,
         )
-        return self._score(new, t=t, value=value) if active and self.mode == "Auto" else new
+        return self._score(new, t=t, value=value)
 
     def _score(self, state: SeasonalState, *, t: float, value: float) -> SeasonalState:
         """Settle a due check against `value`, or start the next one."""
         if state.check is not None:
-            due, by_profile, plain = state.check
+            due, by_profile, plain, used = state.check
             if t < due:
                 return state
             scale = max(abs(value), abs(by_profile), abs(plain), 1e-9)
             a = self.err_alpha
+            # Relative to the larger of the two, so in [0, 1]: a forecast near zero
+            # (a new ModelDeployment) must not blow the bound up.
+            under = max(value - used, 0.0) / max(abs(used), abs(value), 1e-9)
             return replace(
                 state,
                 check=None,
                 err_seasonal=state.err_seasonal
                 + a * (abs(by_profile - value) / scale - state.err_seasonal),
                 err_plain=state.err_plain + a * (abs(plain - value) / scale - state.err_plain),
+                up_var=state.up_var + a * (2.0 * under * under - state.up_var),
             )
         h = self.check_horizon
         by_profile = self._with_profile(state, t=t, horizon=h).mean
         plain = self.holt.forecast(state.raw, t=t, horizon=h).mean
-        return replace(state, check=(t + h, _r(by_profile), _r(plain)))
+        used = by_profile if self.uses_profile(state) else plain
+        return replace(state, check=(t + h, _r(by_profile), _r(plain), _r(used)))
 
     def _with_profile(self, state: SeasonalState, *, t: float, horizon: float) -> Forecast:
         fc = self.holt.forecast(state.holt, t=t, horizon=horizon)
@@ -386,10 +395,17 @@ class Seasonal:
 
     def forecast(self, state: SeasonalState, *, t: float, horizon: float) -> Forecast:
         if self.uses_profile(state):
-            return self._with_profile(state, t=t, horizon=horizon)
-        if state.raw.t is None and state.holt.t is not None:  # state from before `raw`
-            return self.holt.forecast(state.holt, t=t, horizon=horizon)
-        return self.holt.forecast(state.raw, t=t, horizon=horizon)
+            fc = self._with_profile(state, t=t, horizon=horizon)
+        else:
+            fc = self.holt.forecast(state.raw, t=t, horizon=horizon)
+        if state.up_var <= 0.0:
+            return fc
+        # Widen the bound to the under-forecasts actually seen `check_horizon` ahead,
+        # scaled linearly to other horizons (a missed trend grows linearly; a square-root
+        # scaling covered 99 % instead of the nominal 95 % at 2 minutes on ServeGen).
+        ahead = max(t + horizon - (state.raw.t or t), 0.0)
+        rel = math.sqrt(state.up_var) * ahead / self.check_horizon
+        return Forecast(mean=fc.mean, upper=max(fc.upper, fc.mean * (1.0 + self.holt.z * rel)))
 
     def to_dict(self, state: SeasonalState) -> dict[str, Any]:
         return {
@@ -403,6 +419,7 @@ class Seasonal:
             "ck": None if state.check is None else list(state.check),
             "es": _r(state.err_seasonal),
             "ep": _r(state.err_plain),
+            "uv": _r(state.up_var),
         }
 
     def from_dict(self, data: dict[str, Any]) -> SeasonalState:
@@ -424,9 +441,10 @@ class Seasonal:
             values=parsed,
             active=bool(data.get("on", False)),
             total=float(total) if total is not None else sum(v for v in parsed if v is not None),
-            check=None if not check else (float(check[0]), float(check[1]), float(check[2])),
+            check=None if not check or len(check) != 4 else tuple(float(c) for c in check),  # type: ignore[arg-type]
             err_seasonal=float(data.get("es", 0.0)),
             err_plain=float(data.get("ep", 0.0)),
+            up_var=float(data.get("uv", 0.0)),
         )
 
 

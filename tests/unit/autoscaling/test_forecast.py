@@ -141,9 +141,10 @@ def test_seasonal_model_is_plain_holt_until_a_day_is_seen() -> None:
     state = run(SEASONAL, series)
     assert not state.active
     t = series[-1][0]
-    assert SEASONAL.forecast(state, t=t, horizon=600) == HOLT.forecast(
-        run(HOLT, series), t=t, horizon=600
-    )
+    seasonal = SEASONAL.forecast(state, t=t, horizon=600)
+    holt = HOLT.forecast(run(HOLT, series), t=t, horizon=600)
+    assert seasonal.mean == holt.mean
+    assert seasonal.upper >= holt.upper  # calibrated by the errors seen 10 minutes ahead
 
 
 def test_seasonal_model_learns_servegen_daily_cycle(bench: ModuleType) -> None:
@@ -172,21 +173,20 @@ def test_holt_beats_the_last_value_on_bursty_azure_traffic(bench: ModuleType, tr
 
 
 @pytest.mark.parametrize(
-    "trace", ["azure2023_conv_normalized.csv.gz", "azure2023_code_normalized.csv.gz"]
+    ("trace", "horizon"),
+    [
+        pytest.param("azure2023_conv_normalized.csv.gz", 120.0, id="azure-conv-2m"),
+        pytest.param("azure2023_code_normalized.csv.gz", 120.0, id="azure-code-2m"),
+        pytest.param("servegen_language_m-large_10min.csv.gz", 600.0, id="servegen-large-10m"),
+        pytest.param("servegen_language_m-small_10min.csv.gz", 600.0, id="servegen-small-10m"),
+    ],
 )
-def test_upper_bound_covers_most_of_azure_at_two_minutes(bench: ModuleType, trace: str) -> None:
-    series = bench.azure_series(bench.DEFAULT_TRACES / trace)
-    actual = {round(t, 3): v for t, v in series}
-    state = HOLT.initial()
-    covered = total = 0
-    for t, v in series:
-        state = HOLT.update(state, t=t, value=v)
-        later = actual.get(round(t + 120, 3))
-        if later is None or t < 600:
-            continue
-        total += 1
-        covered += later <= HOLT.forecast(state, t=t, horizon=120).upper
-    assert covered / total > 0.85
+def test_upper_bound_covers_about_95_percent(bench: ModuleType, trace: str, horizon: float) -> None:
+    """The recommender plans for the upper bound: it must hold about as often as stated
+    (95 %), on bursty and on smooth-but-wandering traffic alike."""
+    path = bench.DEFAULT_TRACES / trace
+    series = bench.azure_series(path) if "azure" in trace else bench.servegen_series(path)
+    assert bench.coverage(SEASONAL, series, horizon=horizon, skip=600.0) > 88.0
 
 
 @pytest.mark.parametrize("f", [*LEARNERS, pytest.param(forecast.FORECASTERS["naive"], id="naive")])
