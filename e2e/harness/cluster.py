@@ -39,6 +39,7 @@ ETCD_DATA = topo.STATE / "etcd"
 PROM_DATA = topo.STATE / "prometheus"
 PODS = topo.STATE / "pods"
 ENV_FILE = topo.STATE / "env"
+LOCK = pathlib.Path("/run/lock/modelscale-cluster.lock")
 USERS = topo.STATE / "users"  # one file per pytest session using the cluster (its pid)
 PORTS = (topo.ETCD_CLIENT_PORT, topo.ETCD_PEER_PORT, topo.APISERVER_PORT, topo.PROMETHEUS_PORT)
 
@@ -84,6 +85,9 @@ def _log(msg: str) -> None:
     print(f"[cluster] {msg}", file=sys.stderr, flush=True)
 
 
+_PROCS: dict[str, subprocess.Popen[bytes]] = {}  # started by this process
+
+
 def _pid_file(name: str) -> pathlib.Path:
     return PIDS / f"{name}.pid"
 
@@ -123,6 +127,7 @@ def _start(name: str, argv: list[str], *, env: dict[str, str] | None = None) -> 
         start_new_session=True,  # survives `make`; killed as a group by `down`
     )
     log.close()
+    _PROCS[name] = proc
     marker = pathlib.Path(argv[0]).name if name != "kubelet" else "harness.kubelet"
     _pid_file(name).write_text(f"{proc.pid} {marker}\n")
     return proc.pid
@@ -365,8 +370,12 @@ def _wait(what: str, check: Callable[[], bool], *, timeout: float, proc: str | N
                 return
         except (OSError, urllib.error.URLError, ValueError, KeyError):
             pass
-        if proc is not None and _recorded_pid(proc) is None:
-            raise ClusterError(f"{proc} exited while waiting for {what}; see {LOGS / proc}.log")
+        child = _PROCS.get(proc) if proc is not None else None
+        if child is not None and child.poll() is not None:
+            raise ClusterError(
+                f"{proc} exited ({child.returncode}) while waiting for {what}; "
+                f"see {LOGS / str(proc)}.log"
+            )
         time.sleep(0.1)
     hint = f"; see {LOGS / proc}.log" if proc else ""
     raise ClusterError(f"timed out after {timeout:.0f} s waiting for {what}{hint}")
@@ -714,8 +723,10 @@ def leftovers() -> list[str]:
 @contextlib.contextmanager
 def _locked() -> Iterator[None]:
     """Serialise up/down between concurrent callers (several pytest sessions share it)."""
-    topo.STATE.mkdir(parents=True, exist_ok=True)
-    with (topo.STATE / ".lock").open("w") as fh:
+    # Machine-wide (netns names and ports are), and outside .cluster/ so that removing
+    # the state directory cannot split the lock.
+    LOCK.parent.mkdir(parents=True, exist_ok=True)
+    with LOCK.open("w") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         yield
 
@@ -771,6 +782,9 @@ def main(argv: list[str] | None = None) -> int:
         ],
     )
     parser.add_argument(
+        "--force", action="store_true", help="down: even while pytest sessions use it"
+    )
+    parser.add_argument(
         "--kubernetes-sd",
         metavar="KUBECONFIG",
         help="prometheus-config: use kubernetes_sd_configs with this kubeconfig (kind path)",
@@ -784,6 +798,11 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "down":
             _check_root()
             with _locked():
+                users = _other_users()
+                if users and not args.force:
+                    _log(f"pytest sessions {users} are using the cluster; not stopping it "
+                         "(wait for them, or `down --force`)")  # fmt: skip
+                    return 1
                 down()
             rest = leftovers()
             if rest:
