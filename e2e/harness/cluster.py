@@ -18,7 +18,6 @@ import os
 import pathlib
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -382,9 +381,11 @@ def _wait(what: str, check: Callable[[], bool], *, timeout: float, proc: str | N
 
 
 def _port_open(port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(0.2)
-        return s.connect_ex(("127.0.0.1", port)) == 0
+    """Is anything listening on TCP `port`, on any address?"""
+    out = subprocess.run(
+        ["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True, check=False
+    ).stdout
+    return bool(out.strip())
 
 
 def _nodes_ready() -> bool:
@@ -597,7 +598,7 @@ def start_prometheus() -> None:
             binary,
             f"--config.file={cfg}",
             f"--storage.tsdb.path={PROM_DATA}",
-            f"--web.listen-address=127.0.0.1:{topo.PROMETHEUS_PORT}",
+            f"--web.listen-address={topo.HOST_ADDRESS}:{topo.PROMETHEUS_PORT}",
             "--web.enable-lifecycle",
             "--storage.tsdb.retention.time=1d",
             "--log.level=warn",

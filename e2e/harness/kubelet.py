@@ -1098,7 +1098,8 @@ class Runtime:
         try:
             self.core.create_namespaced_event(meta["namespace"], body)
         except ApiException as err:
-            log.warning(
+            # 403 is normal while the namespace terminates (no new objects in it).
+            (log.debug if err.status == 403 else log.warning)(
                 "event %s for %s/%s not sent: %s",
                 reason,
                 meta["namespace"],

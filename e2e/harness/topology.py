@@ -79,7 +79,9 @@ def apiserver_url(*, from_pod: bool = False) -> str:
 
 
 def prometheus_url() -> str:
-    return f"http://127.0.0.1:{PROMETHEUS_PORT}"
+    """Reachable from the host AND from pods (the operator queries it from a node
+    namespace, as it would query a Prometheus Service), unlike 127.0.0.1."""
+    return f"http://{HOST_ADDRESS}:{PROMETHEUS_PORT}"
 
 
 def kubeconfig_path() -> pathlib.Path:

@@ -490,11 +490,13 @@ def test_triton_pod_serves_tokens_is_scraped_and_stops_on_delete(
     )
     assert series[0]["metric"]["node"] == p.spec.node_name
 
-    # A pod on another node reaches it (the operator's warm-up does exactly this).
+    # A pod on another node reaches it (the operator's warm-up does exactly this), and
+    # reaches Prometheus at the URL the fixtures hand out (the operator's autoscaler).
     probe = (
         "import sys, urllib.request\n"
         f"r = urllib.request.urlopen('http://{ip}:8000/v2/health/ready', timeout=5)\n"
-        "sys.exit(0 if r.status == 200 else 1)\n"
+        f"q = urllib.request.urlopen('{prometheus_url}/-/ready', timeout=5)\n"
+        "sys.exit(0 if r.status == q.status == 200 else 1)\n"
     )
     client_pod = pod(
         "peer",
