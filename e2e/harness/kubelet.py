@@ -563,7 +563,10 @@ class PodWorker:
             c.waiting = ("PodInitializing", "init containers are not supported by the harness")
             return
         try:
-            launch = self._launch(pod, c)
+            try:
+                launch = self._launch(pod, c)
+            except (ValueError, OSError) as err:  # e.g. args tritonserver cannot take
+                raise PodSpecError("CreateContainerError", f"{c.name}: {err}") from err
         except PodSpecError as err:
             c.waiting = (err.reason, err.message)
             if err.reason == "CreateContainerConfigError":  # may resolve: retry like the kubelet
