@@ -793,6 +793,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "up":
+            _check_root()
             with _locked():
                 ci = up()
             _print_env(ci)
