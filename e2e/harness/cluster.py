@@ -210,8 +210,12 @@ CLIENTS = {
 }
 
 
+CERTS_VERSION = "2"  # bump when the set of certificates changes
+
+
 def ensure_certs() -> None:
-    if (CERTS / "done").exists():
+    done = CERTS / "done"
+    if done.exists() and done.read_text().strip() == CERTS_VERSION:
         return
     shutil.rmtree(CERTS, ignore_errors=True)
     CERTS.mkdir(parents=True)
@@ -237,6 +241,16 @@ def ensure_certs() -> None:
     _openssl_leaf("apiserver", subject="/CN=kube-apiserver", usage="serverAuth", sans=sans)
     for name, subject in CLIENTS.items():
         _openssl_leaf(name, subject=subject, usage="clientAuth")
+    # The pod runtime's kubelet API (logs) and the apiserver's client cert for it.
+    node_ips = ",".join(f"IP:{n.internal_ip}" for n in topo.NODES)
+    _openssl_leaf(
+        "kubelet-serving", subject="/CN=harness-kubelet", usage="serverAuth", sans=node_ips
+    )
+    _openssl_leaf(
+        "apiserver-kubelet-client",
+        subject="/O=system:masters/CN=kube-apiserver-kubelet-client",
+        usage="clientAuth",
+    )
     # Service-account token signing key (RSA: what every client library verifies).
     _run(["openssl", "genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048",
           "-out", str(CERTS / "sa.key")])  # fmt: skip
@@ -244,7 +258,7 @@ def ensure_certs() -> None:
           "-out", str(CERTS / "sa.pub")])  # fmt: skip
     for p in CERTS.glob("*.key"):
         p.chmod(0o600)
-    (CERTS / "done").write_text("ok\n")
+    done.write_text(CERTS_VERSION + "\n")
 
 
 def _b64(path: pathlib.Path) -> str:
@@ -316,7 +330,7 @@ def setup_network() -> None:
         _run(["ip", "addr", "add", f"{node.gateway}/24", "dev", veth])
         _run(["ip", "link", "set", veth, "up"])
         _run(["ip", "-n", ns, "link", "set", "lo", "up"])
-        _run(["ip", "-n", ns, "addr", "add", f"{node.internal_ip}/24", "dev", "eth0"])
+        _run(["ip", "-n", ns, "addr", "add", f"{node.netns_ip}/24", "dev", "eth0"])
         _run(["ip", "-n", ns, "link", "set", "eth0", "up"])
         _run(["ip", "-n", ns, "route", "add", str(topo.TEST_RANGE), "via", node.gateway])
         # Forward only between our veths (pod to pod across nodes, pod to apiserver);
@@ -476,6 +490,11 @@ def _start_apiserver() -> None:
             f"--tls-private-key-file={CERTS / 'apiserver.key'}",
             f"--client-ca-file={CERTS / 'ca.crt'}",
             "--authorization-mode=Node,RBAC",
+            # `kubectl logs` goes apiserver -> the pod runtime's kubelet API, both ways TLS.
+            "--kubelet-preferred-address-types=InternalIP",
+            f"--kubelet-certificate-authority={CERTS / 'ca.crt'}",
+            f"--kubelet-client-certificate={CERTS / 'apiserver-kubelet-client.crt'}",
+            f"--kubelet-client-key={CERTS / 'apiserver-kubelet-client.key'}",
             "--enable-admission-plugins=NodeRestriction",
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             f"--service-account-key-file={CERTS / 'sa.pub'}",
@@ -714,7 +733,7 @@ def leftovers() -> list[str]:
     found += [f"link {n.host_veth}" for n in topo.NODES if _link_exists(n.host_veth)]
     if _link_exists(topo.HOST_IFACE):
         found.append(f"link {topo.HOST_IFACE}")
-    for port in PORTS:
+    for port in (*PORTS, topo.KUBELET_PORT):
         if _port_open(port):
             found.append(f"port {port}")
     found += [f"process {c}" for c in COMPONENTS if _recorded_pid(c) is not None]

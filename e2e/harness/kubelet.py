@@ -39,7 +39,7 @@ import yaml
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
-from harness import cluster, triton
+from harness import cluster, kubelet_server, triton
 from harness import topology as topo
 
 log = logging.getLogger("harness.kubelet")
@@ -1111,6 +1111,10 @@ class Runtime:
             )
 
     # ---- pods
+    def pod_alive(self, ns: str, name: str) -> bool:
+        with self.workers_lock:
+            return any(w.key == f"{ns}/{name}" and not w.gone for w in self.workers.values())
+
     def forget(self, uid: str) -> None:
         with self.workers_lock:
             self.workers.pop(uid, None)
@@ -1227,6 +1231,15 @@ class Runtime:
                 time.sleep(1)
         for node in topo.NODES:
             self.renew_lease(node)
+        kubelet_server.serve(
+            addresses=[n.internal_ip for n in topo.NODES],
+            port=topo.KUBELET_PORT,
+            cert=CERTS / "kubelet-serving.crt",
+            key=CERTS / "kubelet-serving.key",
+            client_ca=CERTS / "ca.crt",
+            log_path=lambda ns, pod, container: POD_LOGS / f"{ns}_{pod}_{container}.log",
+            alive=self.pod_alive,
+        )
         threading.Thread(target=self.heartbeat, name="heartbeat", daemon=True).start()
         threading.Thread(target=self.watch_pods, name="watch", daemon=True).start()
         threading.Thread(target=self.write_sd, name="prometheus-sd", daemon=True).start()

@@ -20,6 +20,7 @@ ETCD_CLIENT_PORT = 22379
 ETCD_PEER_PORT = 22380
 APISERVER_PORT = 16443
 PROMETHEUS_PORT = 19090
+KUBELET_PORT = 10250  # on each node's InternalIP (198.18.N.1) only
 
 # 198.18.0.0/15 is reserved for benchmarking (RFC 2544): it never collides with a real
 # network, and EndpointSlice validation accepts it (it rejects loopback).
@@ -59,7 +60,13 @@ class FakeNode:
 
     @property
     def internal_ip(self) -> str:
-        """Namespace side of the veth: the node's InternalIP."""
+        """The node's InternalIP (pods' hostIP): the host side of its veth, where the pod
+        runtime serves the kubelet API (`kubectl logs`) and which its pods can reach."""
+        return self.gateway
+
+    @property
+    def netns_ip(self) -> str:
+        """Namespace side of the veth."""
         return f"198.18.{self.index}.2"
 
     def pod_ips(self) -> list[str]:

@@ -19,7 +19,7 @@ import tritonclient.http as httpclient
 from kubernetes import client
 
 from harness import cluster as harness_cluster
-from harness import kubelet
+from harness import kubelet, kubelet_server
 from harness import topology as topo
 from harness.pytest_plugin import WaitFor
 
@@ -667,3 +667,43 @@ def test_prometheus_targets_carry_kubernetes_sd_labels() -> None:
     assert target["labels"]["__meta_kubernetes_pod_label_modelscale_dev_modeldeployment"] == "md"
     assert target["labels"]["__meta_kubernetes_pod_annotation_prometheus_io_port"] == "8002"
     assert target["labels"]["__meta_kubernetes_pod_phase"] == "Running"
+
+
+@pytest.mark.parametrize(
+    ("previous", "tail", "expect"),
+    [
+        pytest.param(False, None, "c\nd\n", id="current-run"),
+        pytest.param(True, None, "a\nb\n", id="previous-run"),
+        pytest.param(False, 1, "d\n", id="tail-1"),
+        pytest.param(False, 0, "", id="tail-0"),
+    ],
+)
+def test_container_log_selection(previous: bool, tail: int | None, expect: str) -> None:
+    text = "--- t start #0: x\na\nb\n--- t start #1: x\nc\nd\n"
+    assert kubelet_server.select_log(text, previous=previous, tail_lines=tail) == expect
+
+
+@pytest.mark.cluster
+@pytest.mark.local_runtime
+def test_kubectl_logs_shows_container_output(
+    cluster: harness_cluster.ClusterInfo, core: client.CoreV1Api, namespace: str, wait_for: WaitFor
+) -> None:
+    container = {
+        "name": "main",
+        "image": "modelscale-operator:dev",
+        "command": ["python", "-c", "print('hello from the pod')"],
+    }
+    core.create_namespaced_pod(
+        namespace, pod("talker", containers=[container], restartPolicy="Never")
+    )
+    wait_for(
+        lambda: core.read_namespaced_pod("talker", namespace).status.phase == "Succeeded",
+        timeout=60,
+        what="the talker pod to finish",
+    )
+    out = subprocess.run(
+        [str(cluster.bin_dir / "kubectl"), "--kubeconfig", str(cluster.kubeconfig),
+         "-n", namespace, "logs", "talker"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert out == "hello from the pod\n"
