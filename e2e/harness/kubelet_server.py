@@ -76,6 +76,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 else:
                     time.sleep(0.2)
 
+    def do_POST(self) -> None:  # exec, attach, port-forward
+        self._send(404, "exec/attach/port-forward are not supported by the harness pod runtime\n")
+
     def _send(self, code: int, body: str) -> None:
         self.send_response(code)
         self.send_header("Content-Type", "text/plain")
