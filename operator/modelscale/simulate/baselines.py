@@ -191,12 +191,12 @@ class KnativeKpa:
             self.last_over = view.now
             if self.panic_since is None:
                 self.panic_since = view.now
-                self.max_panic_pods = view.created
-        elif self.panic_since is not None and view.now - self.last_over >= self.stable_window_s:
+        elif self.panic_since is not None and view.now - self.last_over > self.stable_window_s:
             self.panic_since = None
             self.max_panic_pods = 0
         if self.panic_since is not None:
-            self.max_panic_pods = max(self.max_panic_pods, desired_panic)
+            # Provision for the larger of the two windows; never lower while panicking.
+            self.max_panic_pods = max(self.max_panic_pods, desired_stable, desired_panic)
             return max(1, self.max_panic_pods)
         return max(1, desired_stable)
 
