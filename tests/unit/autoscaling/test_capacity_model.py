@@ -101,3 +101,16 @@ def test_a_burst_of_slow_requests_at_light_load_does_not_collapse_capacity() -> 
     for _ in range(10):
         s = MODEL.observe(s, load=200.0, p99=10.0, target=TARGET, slo=SLO)
     assert MODEL.capacity(s, target=TARGET) >= 0.95 * before
+
+
+@pytest.mark.parametrize(
+    ("knee", "loads", "want"),
+    [
+        pytest.param(150.0, sweep(0.0, 1.9 * TARGET) * 3, 0.5 * TARGET, id="floor-half-spec"),
+        pytest.param(9000.0, sweep(0.0, 1.99 * TARGET) * 3, 1.5 * TARGET, id="ceiling-1.5x-spec"),
+    ],
+)
+def test_learned_capacity_stays_within_a_band_around_the_spec(
+    knee: float, loads: list[float], want: float
+) -> None:
+    assert MODEL.capacity(feed(loads, knee=knee), target=TARGET) == pytest.approx(want)
