@@ -39,6 +39,7 @@ PROM_DATA = topo.STATE / "prometheus"
 PODS = topo.STATE / "pods"
 ENV_FILE = topo.STATE / "env"
 LOCK = pathlib.Path("/run/lock/modelscale-cluster.lock")
+SESSION_STARTED = topo.STATE / "started-by-pytest"  # absent when `make cluster-up` did it
 USERS = topo.STATE / "users"  # one file per pytest session using the cluster (its pid)
 PORTS = (topo.ETCD_CLIENT_PORT, topo.ETCD_PEER_PORT, topo.APISERVER_PORT, topo.PROMETHEUS_PORT)
 
@@ -723,6 +724,7 @@ def down(*, quiet: bool = False) -> None:
     for d in (ETCD_DATA, PROM_DATA, PODS, PIDS, SD_FILE.parent, USERS):
         shutil.rmtree(d, ignore_errors=True)
     ENV_FILE.unlink(missing_ok=True)
+    SESSION_STARTED.unlink(missing_ok=True)
     if not quiet:
         _log("cluster down")
 
@@ -764,12 +766,15 @@ def _other_users() -> list[int]:
 
 @contextlib.contextmanager
 def session() -> Iterator[ClusterInfo]:
-    """Reuse a running cluster, or bring one up and take it down afterwards — unless
-    another live session (another pytest run on this machine) still uses it."""
+    """Reuse a running cluster, or bring one up. A cluster started by a pytest session is
+    taken down by the last live session using it (sessions register in .cluster/users/);
+    one started by `make cluster-up` stays up."""
     _check_root()
     with _locked():
-        started = not running()
-        ci = up()
+        if not running():
+            up()
+            SESSION_STARTED.touch()  # the last session out takes it down
+        ci = info()
         USERS.mkdir(parents=True, exist_ok=True)
         (USERS / str(os.getpid())).touch()
     try:
@@ -777,7 +782,7 @@ def session() -> Iterator[ClusterInfo]:
     finally:
         with _locked():
             (USERS / str(os.getpid())).unlink(missing_ok=True)
-            if started and not _other_users():
+            if SESSION_STARTED.exists() and not _other_users():
                 down()
 
 

@@ -4,8 +4,9 @@ Registered for every test tree by the root conftest. Fixtures FAIL (never skip) 
 server cannot be started: a test that silently does not run proves nothing.
 
 - `cluster` (session): with MODELSCALE_E2E_KUBECONFIG set (e2e/kind), that cluster as is;
-  otherwise reuses a cluster already running from `.cluster/` (`make cluster-up`)
-  and leaves it running; otherwise brings one up and takes it down at the end.
+  otherwise reuses the cluster running from `.cluster/`, or brings one up; a cluster that
+  a pytest session started is taken down by the last session using it (several engineers'
+  sessions share it), one from `make cluster-up` stays up.
 - `kube_api`: a `kubernetes.client.ApiClient` on the admin kubeconfig.
 - `namespace`: a fresh namespace per test (its `default` ServiceAccount exists, so pods can
   be created at once), deleted afterwards.
