@@ -27,7 +27,8 @@ What it does, in order:
 
 The state (`ScalingState.model`) holds the forecaster, the capacity model, the two
 stabilisation windows as monotone queues (a few entries, not raw history), the last
-queue depth and the last sample time: a few KB of JSON at most.
+queue depth and the last sample time: about 2 KB of JSON. `ScalingState.decisions` keeps
+the last 10 *changes* (of replica count or reason), each with its time.
 """
 
 from __future__ import annotations
@@ -200,10 +201,15 @@ def _clamp(replicas: int, config: PolicyConfig) -> int:
 def _finish(
     *, obs: Observation, state: ScalingState, model: _Model, rec: Recommendation
 ) -> tuple[Recommendation, ScalingState]:
-    decisions = (
-        *state.decisions,
-        Decision(time=obs.now, replicas=rec.replicas, reason=rec.reason),
-    )[-KEEP_DECISIONS:]
+    decisions = state.decisions
+    last = decisions[-1] if decisions else None
+    # A decision is recorded when the replica count or the reason changes: ten entries
+    # then tell the story of the last hours, not of the last 150 seconds.
+    if last is None or (last.replicas, last.reason) != (rec.replicas, rec.reason):
+        decisions = (
+            *decisions,
+            Decision(time=obs.now, replicas=rec.replicas, reason=rec.reason),
+        )[-KEEP_DECISIONS:]
     scaled = rec.replicas != obs.current_replicas
     return rec, ScalingState(
         last_scale_time=obs.now if scaled else state.last_scale_time,
@@ -213,6 +219,16 @@ def _finish(
 
 
 def _record_window(model: _Model, *, now: float, replicas: int, config: PolicyConfig) -> _Model:
+    previous = model.down[-1][0] if model.down else None  # the newest entry: the last call
+    since = model.since
+    if (
+        since is None
+        or previous is None
+        or now - previous > config.scale_down_stabilization_seconds
+    ):
+        # No recommendation for a whole window (new state, or the operator was down):
+        # the window starts again, so no scale-down before it has been filled.
+        since = now
     return model._replace(
         down=_push(
             model.down,
@@ -228,7 +244,7 @@ def _record_window(model: _Model, *, now: float, replicas: int, config: PolicyCo
             keep=config.scale_up_stabilization_seconds,
             is_max=False,
         ),
-        since=now if model.since is None else model.since,
+        since=since,
     )
 
 

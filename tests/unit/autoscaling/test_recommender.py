@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from collections.abc import Callable
@@ -135,7 +136,7 @@ def test_scale_down_waits_for_the_window_then_steps_one_at_a_time() -> None:
         t for t, rec in zip(run.times, run.recs, strict=True) if t > 900 and rec.replicas < busy
     )
     assert first_down >= 900 + CONFIG.scale_down_stabilization_seconds
-    for prev, cur in zip(run.recs, run.recs[1:], strict=False):
+    for prev, cur in itertools.pairwise(run.recs):
         assert cur.replicas >= prev.replicas - CONFIG.max_scale_down_step
     assert run.recs[-1].replicas == needed(1000.0)
 
@@ -339,3 +340,28 @@ def test_spec_seasonality_decides_whether_the_daily_profile_is_used(
     # The 30-minute profile bins smooth the 20-minute ramp, so "ahead" is a clear rise
     # over the night's 300 tok/s, not the full 705 tok/s of 08:04.
     assert (rec.forecast_token_rate > 1.2 * 300.0) is ahead
+
+
+def test_decisions_record_changes_not_every_call() -> None:
+    run = simulate(busy_then_quiet, seconds=2400, start_replicas=10)
+    kept = run.state.decisions
+    assert all(
+        (a.replicas, a.reason) != (b.replicas, b.reason) for a, b in itertools.pairwise(kept)
+    )
+    assert kept[-1].replicas == run.recs[-1].replicas
+    assert kept[-1].time <= T0 + run.times[-1]
+
+
+def test_no_scale_down_right_after_the_operator_was_down_for_a_while() -> None:
+    """A restart after an hour finds an old state: the window must be filled again."""
+    state = warmed_up_state(6)
+    later = T0 + 900 + 3600
+    for i in range(19):  # 285 s of low load after the gap: still inside the new window
+        rec, state = recommender.recommend(
+            obs(later + 15 * i, rate=50.0, replicas=6), config=CONFIG, state=state
+        )
+        assert rec.replicas == 6
+    rec, _ = recommender.recommend(
+        obs(later + 15 * 21, rate=50.0, replicas=6), config=CONFIG, state=state
+    )
+    assert rec.replicas == 5
