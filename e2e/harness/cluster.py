@@ -13,6 +13,7 @@ import base64
 import contextlib
 import dataclasses
 import fcntl
+import hashlib
 import json
 import os
 import pathlib
@@ -39,6 +40,7 @@ PROM_DATA = topo.STATE / "prometheus"
 PODS = topo.STATE / "pods"
 ENV_FILE = topo.STATE / "env"
 LOCK = pathlib.Path("/run/lock/modelscale-cluster.lock")
+FINGERPRINT = topo.STATE / "harness-version"
 SESSION_STARTED = topo.STATE / "started-by-pytest"  # absent when `make cluster-up` did it
 USERS = topo.STATE / "users"  # one file per pytest session using the cluster (its pid)
 PORTS = (topo.ETCD_CLIENT_PORT, topo.ETCD_PEER_PORT, topo.APISERVER_PORT, topo.PROMETHEUS_PORT)
@@ -703,6 +705,7 @@ def up() -> ClusterInfo:
     _wait("3 fake nodes Ready", _nodes_ready, timeout=60, proc="kubelet")
     _wait("the default ServiceAccount (controller-manager working)", _default_sa,
           timeout=60, proc="kube-controller-manager")  # fmt: skip
+    FINGERPRINT.write_text(_fingerprint() + "\n")
     ENV_FILE.write_text(
         f"KUBECONFIG={topo.kubeconfig_path()}\nPROMETHEUS_URL={topo.prometheus_url()}\n"
     )
@@ -742,6 +745,22 @@ def leftovers() -> list[str]:
     return found
 
 
+def _fingerprint() -> str:
+    """Hash of the harness code that shapes a running cluster."""
+    h = hashlib.sha256()
+    for name in ("cluster.py", "kubelet.py", "kubelet_server.py", "topology.py", "triton.py"):
+        with contextlib.suppress(OSError):
+            h.update((pathlib.Path(__file__).parent / name).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _running_fingerprint() -> str:
+    try:
+        return FINGERPRINT.read_text().strip()
+    except OSError:
+        return ""
+
+
 @contextlib.contextmanager
 def _locked() -> Iterator[None]:
     """Serialise up/down between concurrent callers (several pytest sessions share it)."""
@@ -771,6 +790,10 @@ def session() -> Iterator[ClusterInfo]:
     one started by `make cluster-up` stays up."""
     _check_root()
     with _locked():
+        if running() and _fingerprint() != _running_fingerprint() and not _other_users():
+            # Engineers edit the harness while clusters run: test the code in the checkout.
+            _log("the running cluster was started by other harness code: restarting it")
+            down(quiet=True)
         if not running():
             up()
             SESSION_STARTED.touch()  # the last session out takes it down
