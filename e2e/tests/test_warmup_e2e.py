@@ -8,7 +8,9 @@ below is what the EndpointSlice controller decided, not something we assume.
 
 from __future__ import annotations
 
+import contextlib
 import pathlib
+import threading
 import time
 from typing import Any
 
@@ -16,7 +18,7 @@ import pytest
 
 from harness import loadgen
 from harness.kubectl import Kubectl, wait_until
-from modelscale.warmup import plan
+from modelscale.warmup import client, plan
 
 pytestmark = pytest.mark.cluster
 
@@ -247,3 +249,64 @@ def test_operator_restart_mid_warm_up_resumes_it(
     assert warm_time(pod) > restarted_at
     assert plan.pod_facts(pod).attempts == 0  # an interrupted attempt is not a failure
     print(f"\nRESTART resumed: {condition['message']}")
+
+
+def test_scale_down_removes_the_least_loaded_pod_first(
+    operator: str, kubectl: Kubectl, namespace: str
+) -> None:
+    """The newest pod would be removed first by the ReplicaSet's own ranking; with it the
+    busiest, its deletion cost (kept by the operator from its request rate) keeps it."""
+
+    def warmed(n: int) -> list[dict[str, Any]] | None:
+        pods = pods_of(kubectl, namespace, "toy")
+        ok = [p for p in pods if gate(p).get("status") == "True"]
+        return ok if len(pods) == n and len(ok) == n else None
+
+    kubectl.apply(modeldeployment("toy", namespace, env={}, replicas=2))
+    older = wait_until(lambda: warmed(2), timeout=300, what="2 warmed pods")
+    older_uids = {p["metadata"]["uid"] for p in older}
+    kubectl.run("-n", namespace, "scale", "mdep", "toy", "--replicas=3")
+    pods = wait_until(lambda: warmed(3), timeout=300, what="3 warmed pods")
+    (newest,) = [p for p in pods if p["metadata"]["uid"] not in older_uids]
+    # Keep the newest pod busy with real requests (a warm-up client with a large budget).
+    stop = threading.Event()
+
+    def keep_busy() -> None:
+        with contextlib.suppress(client.StoppedError):
+            client.run_warmup(
+                target=client.Target(host=newest["status"]["podIP"], model="toy_llm"),
+                settings=plan.WarmupSettings(protocol="HTTP", count=100_000, concurrency=2),
+                stop=stop,
+            )
+
+    busy = threading.Thread(target=keep_busy, daemon=True)
+    busy.start()
+    try:
+
+        def costs() -> dict[str, int] | None:
+            now = {
+                p["metadata"]["uid"]: int(
+                    plan.pod_facts(p).annotations.get(plan.ANNOTATION_DELETION_COST, "-1")
+                )
+                for p in pods_of(kubectl, namespace, "toy")
+            }
+            busy_cost = now.get(newest["metadata"]["uid"], 0)
+            idle = [c for uid, c in now.items() if uid in older_uids]
+            return now if busy_cost > 0 and idle and all(busy_cost > c >= 0 for c in idle) else None
+
+        seen = wait_until(costs, timeout=240, what="deletion costs that follow the load")
+        kubectl.run("-n", namespace, "scale", "mdep", "toy", "--replicas=2")
+        remaining = wait_until(
+            lambda: (
+                {p["metadata"]["uid"] for p in pods_of(kubectl, namespace, "toy")}
+                if len(pods_of(kubectl, namespace, "toy")) == 2
+                else None
+            ),
+            timeout=120,
+            what="scale-down to 2 pods",
+        )
+    finally:
+        stop.set()
+        busy.join(timeout=60)
+    assert newest["metadata"]["uid"] in remaining, f"busy pod removed; costs were {seen}"
+    print(f"\nDELETION COST by pod uid before scale-down: {seen}")
