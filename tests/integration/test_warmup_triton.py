@@ -13,6 +13,7 @@ import urllib.request
 from collections.abc import Iterator
 
 import pytest
+
 from harness import triton
 from modelscale.warmup import client, plan
 
