@@ -194,6 +194,10 @@ def bootstrap(
     )
 
 
+def _replicas(n: int) -> str:
+    return f"{n} replica" if n == 1 else f"{n} replicas"
+
+
 def _clamp(replicas: int, config: PolicyConfig) -> int:
     return min(max(replicas, config.min_replicas), config.max_replicas)
 
@@ -304,7 +308,7 @@ def recommend_for_forecast(
     replicas = max(replicas, 1) if demand > 0 else replicas
     message = (
         f"forecast {fc.mean:.0f} tok/s (upper {fc.upper:.0f}) in {horizon:.0f} s, "
-        f"now {obs.token_rate:.0f} tok/s: needs {replicas} replicas at "
+        f"now {obs.token_rate:.0f} tok/s: needs {_replicas(replicas)} at "
         f"{config.headroom:.0%} of {cap:.0f} tok/s"
     )
     curve = CAPACITY.latency_curve(model.cap, target=target)
@@ -399,12 +403,20 @@ def recommend(
         stable_down = _clamp(max(r for _, r in model.down), config)
         window = config.scale_down_stabilization_seconds
         covered = model.since is not None and obs.now - model.since >= window
-        if not covered or stable_down >= current:
+        if not covered:
+            final = current
+            reason = SCALE_DOWN_STABILIZING
+            seen = 0.0 if model.since is None else obs.now - model.since
+            message = (
+                f"{message}; holding {current}: scale-down waits until recommendations "
+                f"cover the {window:.0f} s window ({seen:.0f} s so far)"
+            )
+        elif stable_down >= current:
             final = current
             reason = SCALE_DOWN_STABILIZING
             message = (
-                f"{message}; holding {current}: scale-down waits for {window:.0f} s of "
-                f"lower recommendations (highest in window {stable_down})"
+                f"{message}; holding {current}: {stable_down} was recommended within the "
+                f"last {window:.0f} s"
             )
         else:
             final = max(stable_down, current - config.max_scale_down_step)

@@ -210,3 +210,26 @@ def test_seasonal_state_stays_small() -> None:
     state = run(SEASONAL, series)
     assert state.active
     assert len(json.dumps(SEASONAL.to_dict(state))) < 2048
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "settled_steps"),
+    [
+        pytest.param(5000.0, 300.0, 24, id="step-down"),
+        pytest.param(300.0, 5000.0, 16, id="step-up"),
+    ],
+)
+def test_a_lasting_step_settles_without_lasting_overshoot(
+    before: float, after: float, settled_steps: int
+) -> None:
+    """The burst clipping absorbs a lasting step over a few minutes (the recommender
+    reacts to the current rate at once); after that the forecast sits on the new rate
+    instead of oscillating around it."""
+    series = [(MONDAY + 15 * i, before) for i in range(40)]
+    series += [(MONDAY + 15 * (40 + i), after) for i in range(40)]  # 10 minutes
+    state = HOLT.initial()
+    for i, (t, v) in enumerate(series):
+        state = HOLT.update(state, t=t, value=v)
+        if i >= 40 + settled_steps:
+            fc = HOLT.forecast(state, t=t, horizon=120).mean
+            assert fc == pytest.approx(after, rel=0.1), f"{(t - MONDAY) / 60 - 10:.2f} min"
