@@ -369,7 +369,8 @@ class WarmUpSuccess(_Model):
     stable_last_n: int = Field(default=3, ge=1)
     """The last N requests must all succeed and be within `maxLatencyFactor`."""
     max_latency_factor: float = Field(default=1.5, ge=1)
-    """... of the median latency of all warm-up requests to this pod."""
+    """... of the median latency of those last N requests (the model stopped getting
+    faster)."""
 
 
 class WarmUp(_Model):
@@ -384,10 +385,10 @@ class WarmUp(_Model):
     `autoGenerate` is true."""
     auto_generate: bool = True
     count: int = Field(default=8, ge=1, le=10000)
-    """Requests sent per pod."""
+    """Requests sent per pod at least; up to 4 x count while latencies are still falling."""
     concurrency: int = Field(default=2, ge=1, le=1024)
     timeout_seconds: float = Field(default=60.0, gt=0, le=3600)
-    """Per request."""
+    """Per request; also bounds the wait for the server and the model to be ready."""
     max_attempts: int = Field(default=3, ge=1, le=100)
     """Warm-up rounds before the pod is reported as failing warm-up."""
     success: WarmUpSuccess = _sub(WarmUpSuccess)

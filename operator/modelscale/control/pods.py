@@ -25,7 +25,13 @@ STUCK_REASONS = frozenset(
 
 # A warm-up that is merely under way or was interrupted is not a failure.
 NOT_FAILURES = frozenset(
-    {"", "Pending", warmup_plan.REASON_IN_PROGRESS, warmup_plan.REASON_CANCELLED}
+    {
+        "",
+        "Pending",
+        warmup_plan.REASON_IN_PROGRESS,
+        warmup_plan.REASON_CANCELLED,
+        warmup_plan.REASON_RESTARTED,
+    }
 )
 
 

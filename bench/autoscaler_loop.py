@@ -1,0 +1,104 @@
+"""Cost of one scaling pass for 1 and for N ModelDeployments, on the real local cluster
+and its real Prometheus: Prometheus queries per pass (must not grow with N), Kubernetes
+API calls, and CPU time per ModelDeployment.
+
+    make cluster-up && .venv/bin/python bench/autoscaler_loop.py --count 200
+
+The ModelDeployments have minReplicas 0 and their Deployments 0 replicas, so no Triton
+process starts; the pass still lists everything, queries Prometheus and runs the policy
+for each (which holds: no traffic means no metrics)."""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import statistics
+import sys
+import time
+import uuid
+
+from kubernetes import client, config
+
+from modelscale.api.v1alpha1 import ModelDeployment
+from modelscale.handlers import autoscale, opmetrics, settings
+from modelscale.kube import apply as kube_apply
+from modelscale.resources import deployment
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "e2e"))
+from harness import topology
+
+
+def counter(metric: object) -> float:
+    return float(metric._value.get())  # type: ignore[attr-defined]
+
+
+def make(api: client.ApiClient, ns: str, n: int) -> None:
+    objects = client.CustomObjectsApi(api)
+    for i in range(n):
+        body = {
+            "apiVersion": "modelscale.dev/v1alpha1",
+            "kind": "ModelDeployment",
+            "metadata": {"name": f"m{i:03d}", "namespace": ns},
+            "spec": {
+                "model": {"name": "toy_llm", "repository": "/models"},
+                "minReplicas": 0,
+                "maxReplicas": 2,
+            },
+        }
+        created = objects.create_namespaced_custom_object(
+            "modelscale.dev", "v1alpha1", ns, "modeldeployments", body
+        )
+        md = ModelDeployment.model_validate(created)
+        kube_apply.apply(api, deployment.build(md, replicas=0))
+
+
+def measure(api: client.ApiClient, ns: str, *, passes: int) -> tuple[float, float, float]:
+    settings.configure(
+        prometheus_url=topology.prometheus_url(),
+        autoscale_interval=15,
+        resync_interval=60,
+        namespaces=(ns,),
+    )
+    queries, cpu, wall = [], [], []
+    for _ in range(passes):
+        q0, c0, w0 = counter(opmetrics.QUERIES), time.thread_time(), time.perf_counter()
+        autoscale.run_pass(api, now=time.time())
+        queries.append(counter(opmetrics.QUERIES) - q0)
+        cpu.append(time.thread_time() - c0)
+        wall.append(time.perf_counter() - w0)
+    return statistics.median(queries), statistics.median(cpu), statistics.median(wall)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--count", type=int, default=200)
+    parser.add_argument("--passes", type=int, default=5)
+    args = parser.parse_args()
+    config.load_kube_config(str(topology.kubeconfig_path()))
+    api = client.ApiClient()
+    core = client.CoreV1Api(api)
+    rows = []
+    for n in (1, args.count):
+        ns = f"bench-loop-{uuid.uuid4().hex[:6]}"
+        core.create_namespace({"metadata": {"name": ns}})
+        try:
+            make(api, ns, n)
+            q, cpu, wall = measure(api, ns, passes=args.passes)
+            rows.append((n, q, cpu, wall))
+        finally:
+            core.delete_namespace(ns)
+    print(
+        f"{'MDs':>5} {'queries/pass':>13} {'CPU s/pass':>11} {'CPU ms/MD':>10} {'wall s/pass':>12}"
+    )
+    for n, q, cpu, wall in rows:
+        print(f"{n:>5} {q:>13.0f} {cpu:>11.3f} {1000 * cpu / n:>10.2f} {wall:>12.3f}")
+    base, big = rows[0], rows[-1]
+    print(
+        f"ratio {big[0]}/{base[0]} MDs: queries x{big[1] / max(base[1], 1):.2f}, "
+        f"CPU per MD x{(big[2] / big[0]) / max(base[2] / base[0], 1e-9):.2f}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
