@@ -502,6 +502,10 @@ class PodWorker:
         finally:
             if self.rt.shutting_down.is_set():
                 self._kill_all(grace=5.0)
+                if self.ip and any(
+                    "tritonserver" in str(c.spec.get("image")) for c in self.containers
+                ):
+                    triton.cleanup_shm(self.ip)
             self.rt.forget(self.uid)
 
     def _setup(self) -> None:
