@@ -196,6 +196,10 @@ class CapacityModel:
         if float(data.get("s", 0.0)) != target or len(p) != self.bins or len(n) != self.bins:
             return self.initial(target=target)
         c = data.get("c")
+        if not all(x is None or type(x) in (int, float) for x in p) or not all(
+            type(x) is int for x in n
+        ):
+            raise ValueError("capacity bins hold a non-number")
         return CapacityState(
             scale=target,
             p99=tuple(p),  # JSON numbers work as they are; no per-bin conversion per call

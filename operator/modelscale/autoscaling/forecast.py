@@ -436,6 +436,8 @@ class Seasonal:
         # No per-bin float() here: this runs on every recommendation and JSON numbers
         # (int or float) work alike in the arithmetic; `tot` is kept for the same reason.
         parsed: tuple[float | None, ...] = tuple(values)
+        if not all(v is None or type(v) in (int, float) for v in parsed):
+            raise ValueError("seasonal profile holds a non-number")
         total = data.get("tot")
         check = data.get("ck")
         return SeasonalState(

@@ -128,8 +128,17 @@ class _Model(NamedTuple):
 
 
 def _load_model(data: dict[str, Any], *, config: PolicyConfig) -> _Model:
+    """The typed model; a status from another version, or one edited into nonsense,
+    gives a fresh model rather than an operator that fails on every pass."""
+    try:
+        return _parse_model(data, config=config)
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError):
+        return _parse_model({}, config=config)
+
+
+def _parse_model(data: dict[str, Any], *, config: PolicyConfig) -> _Model:
     target = config.target_tokens_per_replica
-    if data.get("v") != MODEL_VERSION:
+    if not isinstance(data, dict) or data.get("v") != MODEL_VERSION:
         data = {}
     since = data.get("since")
     queue = data.get("q")

@@ -106,12 +106,16 @@ class ScalingState:
         """Inverse of `to_dict`; an empty or missing status gives a fresh state."""
         if not data:
             return cls()
-        last = data.get("lastScaleTime")
-        return cls(
-            last_scale_time=None if last is None else float(last),
-            decisions=tuple(Decision.from_dict(d) for d in data.get("decisions") or ()),
-            model=dict(data.get("model") or {}),
-        )
+        try:
+            last = data.get("lastScaleTime")
+            return cls(
+                last_scale_time=None if last is None else float(last),
+                decisions=tuple(Decision.from_dict(d) for d in data.get("decisions") or ()),
+                model=dict(data.get("model") or {}),
+            )
+        except (AttributeError, KeyError, TypeError, ValueError):
+            # A status edited into nonsense: start afresh rather than fail every pass.
+            return cls()
 
 
 @dataclass(frozen=True)

@@ -365,3 +365,24 @@ def test_no_scale_down_right_after_the_operator_was_down_for_a_while() -> None:
         obs(later + 15 * 21, rate=50.0, replicas=6), config=CONFIG, state=state
     )
     assert rec.replicas == 5
+
+
+@pytest.mark.parametrize(
+    "status",
+    [
+        pytest.param({"decisions": "nope", "lastScaleTime": "x"}, id="bad-fields"),
+        pytest.param({"model": {"v": 1, "fc": {"p": ["a"] * 48}}}, id="bad-profile"),
+        pytest.param(
+            {"model": {"v": 1, "cap": {"s": 1000.0, "p": [1] * 16, "n": ["x"] * 16}}},
+            id="bad-capacity",
+        ),
+        pytest.param({"model": {"v": 1, "down": [[1, 2, 3]]}}, id="bad-window"),
+        pytest.param({"model": {"v": 99, "fc": 5}}, id="other-version"),
+        pytest.param({"model": "garbage"}, id="model-not-a-dict"),
+    ],
+)
+def test_a_nonsense_status_starts_afresh_instead_of_failing(status: dict[str, object]) -> None:
+    state = ScalingState.from_dict(status)
+    rec, after = recommender.recommend(obs(T0, rate=900.0, replicas=2), config=CONFIG, state=state)
+    assert rec.replicas == 2
+    json.dumps(after.to_dict())
