@@ -690,6 +690,20 @@ def up() -> ClusterInfo:
         shutil.rmtree(prev, ignore_errors=True)
         LOGS.rename(prev)
     started = time.monotonic()
+    try:
+        _start_all()
+    except BaseException:
+        down(quiet=True)  # no half cluster left behind; logs stay for the post-mortem
+        raise
+    FINGERPRINT.write_text(_fingerprint() + "\n")
+    ENV_FILE.write_text(
+        f"KUBECONFIG={topo.kubeconfig_path()}\nPROMETHEUS_URL={topo.prometheus_url()}\n"
+    )
+    _log(f"cluster up in {time.monotonic() - started:.1f} s")
+    return info()
+
+
+def _start_all() -> None:
     ensure_certs()
     _write_kubeconfigs()
     setup_network()
@@ -705,12 +719,6 @@ def up() -> ClusterInfo:
     _wait("3 fake nodes Ready", _nodes_ready, timeout=60, proc="kubelet")
     _wait("the default ServiceAccount (controller-manager working)", _default_sa,
           timeout=60, proc="kube-controller-manager")  # fmt: skip
-    FINGERPRINT.write_text(_fingerprint() + "\n")
-    ENV_FILE.write_text(
-        f"KUBECONFIG={topo.kubeconfig_path()}\nPROMETHEUS_URL={topo.prometheus_url()}\n"
-    )
-    _log(f"cluster up in {time.monotonic() - started:.1f} s")
-    return info()
 
 
 def down(*, quiet: bool = False) -> None:
