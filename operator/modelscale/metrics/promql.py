@@ -113,14 +113,29 @@ class Signals:
     sources: Mapping[str, str] = field(default_factory=dict)  # signal -> "preset"/"override"/...
 
 
+def _namespace_regex(namespaces: Sequence[str] | None) -> str | None:
+    """A PromQL regex for the watched namespaces, or None (no restriction).
+
+    kopf also accepts globs (`team-*`) and negations (`!kube-system`): globs become
+    regexes; anything else drops the restriction, which only saves Prometheus work —
+    series of pods the operator does not own are ignored by `aggregate` anyway."""
+    if not namespaces:
+        return None
+    out: list[str] = []
+    for name in sorted(namespaces):
+        plain = name.replace("*", "a").replace("?", "a")
+        if not _DNS_LABEL.match(plain):
+            return None
+        # DNS labels hold no regex or PromQL-string metacharacters but the globs.
+        out.append(name.replace("*", ".*").replace("?", "."))
+    return "|".join(out)
+
+
 def _matchers(*, namespaces: Sequence[str] | None, pod_regex: str | None, extra: str = "") -> str:
     parts = [extra] if extra else []
-    if namespaces:
-        bad = [n for n in namespaces if not _DNS_LABEL.match(n)]
-        if bad:
-            raise ValueError(f"not Kubernetes namespace names: {bad}")
-        # DNS labels hold no regex or PromQL-string metacharacters: no escaping needed.
-        parts.append(f'namespace=~"{"|".join(sorted(namespaces))}"')
+    regex = _namespace_regex(namespaces)
+    if regex:
+        parts.append(f'namespace=~"{regex}"')
     if pod_regex:
         parts.append(f'pod=~"{pod_regex}"')
     return "{" + ",".join(parts) + "}"
