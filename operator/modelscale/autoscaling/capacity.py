@@ -31,6 +31,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+_NUMBERS = frozenset((int, float, type(None)))
+_INTS = frozenset((int,))
+
 
 @dataclass(frozen=True, slots=True)
 class CapacityState:
@@ -196,9 +199,7 @@ class CapacityModel:
         if float(data.get("s", 0.0)) != target or len(p) != self.bins or len(n) != self.bins:
             return self.initial(target=target)
         c = data.get("c")
-        if not all(x is None or type(x) in (int, float) for x in p) or not all(
-            type(x) is int for x in n
-        ):
+        if not _NUMBERS.issuperset(map(type, p)) or not _INTS.issuperset(map(type, n)):
             raise ValueError("capacity bins hold a non-number")
         return CapacityState(
             scale=target,
