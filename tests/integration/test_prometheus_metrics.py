@@ -230,7 +230,7 @@ def fetch(url: str, backend: str = "vllm", **kwargs: object) -> prometheus.Fetch
         url=url,
         queries=promql.presets(backend=backend),
         pods=ALL,
-        timeout=10.0,
+        timeout=2.5,  # fractional: Prometheus takes seconds, not "2.5s"
         time=T,
         **kwargs,  # type: ignore[arg-type]
     )

@@ -53,7 +53,7 @@ def connect(*, url: str, timeout: float) -> PrometheusConnect:
 def _instant(
     prom: PrometheusConnect, *, expr: str, time: float | None, timeout: float
 ) -> list[promql.Sample]:
-    params: dict[str, Any] = {"timeout": f"{timeout:g}s"}
+    params: dict[str, Any] = {"timeout": f"{timeout:g}"}  # seconds; "2.5s" would be refused
     if time is not None:
         params["time"] = f"{time:.3f}"
     try:
@@ -191,7 +191,7 @@ def fetch_history(
             start_time=dt.datetime.fromtimestamp(start, tz=dt.UTC),
             end_time=dt.datetime.fromtimestamp(end, tz=dt.UTC),
             step=f"{step:g}",
-            params={"timeout": f"{timeout:g}s"},
+            params={"timeout": f"{timeout:g}"},
         )
     except (requests.RequestException, PrometheusApiClientException) as err:
         raise PrometheusError(f"{prom.url}: range query failed: {_short(err)}") from err
