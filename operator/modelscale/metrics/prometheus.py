@@ -46,8 +46,11 @@ class FetchResult:
 
 def connect(*, url: str, timeout: float) -> PrometheusConnect:
     # No client-side retries: the loop runs again in 15 s, and a retrying client would
-    # stretch one cycle past the next when Prometheus is down.
-    return PrometheusConnect(url=url, timeout=timeout, retry=Retry(total=0), disable_ssl=False)
+    # stretch one cycle past the next when Prometheus is down. The HTTP timeout is a
+    # second longer than the query's, so Prometheus's own "query timed out" arrives first.
+    return PrometheusConnect(
+        url=url, timeout=timeout + 1.0, retry=Retry(total=0), disable_ssl=False
+    )
 
 
 def _instant(
