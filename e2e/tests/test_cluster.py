@@ -685,6 +685,43 @@ def test_container_log_selection(previous: bool, tail: int | None, expect: str) 
 
 @pytest.mark.cluster
 @pytest.mark.local_runtime
+def test_process_ignoring_sigterm_is_killed_after_the_grace_period(
+    core: client.CoreV1Api, namespace: str, wait_for: WaitFor
+) -> None:
+    stubborn = (
+        "import signal, sys, time\n"
+        "signal.signal(signal.SIGTERM, lambda *_: print('got SIGTERM, ignoring', flush=True))\n"
+        "print('ready', flush=True)\n"
+        "while True: time.sleep(1)\n"
+    )
+    container = {"name": "main", "image": "modelscale-operator:dev",
+                 "command": ["python", "-c", stubborn]}  # fmt: skip
+    spec = pod("stubborn", containers=[container])
+    spec["spec"]["terminationGracePeriodSeconds"] = 2
+    core.create_namespaced_pod(namespace, spec)
+    p = wait_for(
+        lambda: (q := core.read_namespaced_pod("stubborn", namespace)) and is_ready(q) and q,
+        timeout=60,
+        what="the stubborn pod Ready",
+    )
+    pid = pid_of(p)
+    core.delete_namespaced_pod("stubborn", namespace)
+
+    def gone() -> bool:
+        try:
+            core.read_namespaced_pod("stubborn", namespace)
+        except client.ApiException as err:
+            return err.status == 404
+        return False
+
+    wait_for(gone, timeout=30, what="the pod removed after its grace period")
+    assert not process_alive(pid)
+    log = topo.STATE / "logs" / "pods" / f"{namespace}_stubborn_main.log"
+    assert "got SIGTERM, ignoring" in log.read_text()
+
+
+@pytest.mark.cluster
+@pytest.mark.local_runtime
 def test_kubectl_logs_shows_container_output(
     cluster: harness_cluster.ClusterInfo, core: client.CoreV1Api, namespace: str, wait_for: WaitFor
 ) -> None:
