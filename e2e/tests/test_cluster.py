@@ -401,6 +401,27 @@ def test_readiness_probe_that_fails_keeps_the_pod_unready(
 
 @pytest.mark.cluster
 @pytest.mark.local_runtime
+def test_failing_liveness_probe_restarts_the_container(
+    core: client.CoreV1Api, namespace: str, wait_for: WaitFor
+) -> None:
+    probe = {"tcpSocket": {"port": 9}, "periodSeconds": 1, "failureThreshold": 2}
+    core.create_namespaced_pod(
+        namespace, pod("sickly", containers=[sleeper_container(livenessProbe=probe)])
+    )
+    wait_for(
+        lambda: (
+            core.read_namespaced_pod("sickly", namespace).status.container_statuses[0].restart_count
+            >= 1
+        ),
+        timeout=60,
+        what="a restart caused by the liveness probe",
+    )
+    reasons = {e.reason for e in core.list_namespaced_event(namespace).items}
+    assert {"Unhealthy", "Killing"} <= reasons
+
+
+@pytest.mark.cluster
+@pytest.mark.local_runtime
 def test_pod_process_is_authenticated_as_its_service_account(
     kube_api: Any, core: client.CoreV1Api, namespace: str, wait_for: WaitFor
 ) -> None:
