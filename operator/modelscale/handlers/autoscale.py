@@ -11,7 +11,7 @@ import asyncio
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +25,7 @@ from modelscale.autoscaling import recommender
 from modelscale.autoscaling.types import Recommendation
 from modelscale.control import pods as pod_facts
 from modelscale.control import scaling
-from modelscale.handlers import opmetrics, settings, signals
+from modelscale.handlers import opmetrics, reconcile, settings, signals
 from modelscale.handlers.shared import api_client
 from modelscale.kube import apply as kube_apply
 from modelscale.kube import events
@@ -236,25 +236,42 @@ def _timed_pass() -> None:
         opmetrics.LOOP_CPU_SECONDS.inc(time.thread_time() - cpu)
 
 
-async def _loop() -> None:
-    interval = settings.current.autoscale_interval
+async def _every(
+    interval: float, what: str, work: Callable[[], None], *, initial_delay: float = 0.0
+) -> None:
+    await asyncio.sleep(initial_delay)
     while True:
         started = time.monotonic()
         try:
             # The Kubernetes and Prometheus clients block: keep them off the event loop.
-            await asyncio.to_thread(_timed_pass)
+            await asyncio.to_thread(work)
         except Exception:
-            log.exception("scaling pass failed; next pass in %.0f s", interval)
+            log.exception("%s failed; next in %.0f s", what, interval)
         await asyncio.sleep(max(0.0, interval - (time.monotonic() - started)))
 
 
 @kopf.on.startup()
 async def autoscaler_start(memo: kopf.Memo, **_: Any) -> None:
-    memo["autoscaler"] = asyncio.create_task(_loop(), name="modelscale-autoscaler")
+    current = settings.current
+    memo["loops"] = [
+        asyncio.create_task(
+            _every(current.autoscale_interval, "scaling pass", _timed_pass),
+            name="modelscale-autoscaler",
+        ),
+        asyncio.create_task(
+            # kopf's resume handlers reconcile everything at start; resync after that.
+            _every(
+                current.resync_interval,
+                "resync",
+                reconcile.resync_all,
+                initial_delay=current.resync_interval,
+            ),
+            name="modelscale-resync",
+        ),
+    ]
 
 
 @kopf.on.cleanup()
 async def autoscaler_stop(memo: kopf.Memo, **_: Any) -> None:
-    task = memo.get("autoscaler")
-    if task is not None:
+    for task in memo.get("loops", []):
         task.cancel()

@@ -83,6 +83,26 @@ def converge(md: ModelDeployment, body: kopf.Body | dict[str, Any], *, now: floa
     kube_status.patch_status(api, namespace=md.namespace, name=md.name, status=new_status)
 
 
+def resync_all() -> None:
+    """Reconcile every ModelDeployment once: repairs drift in children whose changes we
+    do not watch (a hand-edited Service or PDB). Run periodically by the scaling loop's
+    task, not by a kopf timer: kopf puts a finalizer on every object a timer runs for,
+    and a finalizer on the user's object is drift for GitOps and blocks deletion while
+    the operator is down."""
+    for body in kube_status.list_modeldeployments(
+        api_client(), namespaces=list(settings.current.namespaces) or None
+    ):
+        try:
+            reconcile(body)
+        except (kopf.PermanentError, kopf.TemporaryError) as err:
+            log.warning(
+                "resync of %s/%s: %s",
+                body["metadata"].get("namespace"),
+                body["metadata"].get("name"),
+                err,
+            )
+
+
 def reconcile(body: kopf.Body | dict[str, Any]) -> None:
     now = time.time()
     try:
@@ -113,11 +133,6 @@ def reconcile(body: kopf.Body | dict[str, Any]) -> None:
 @kopf.on.create(GROUP, VERSION, PLURAL)
 @kopf.on.update(GROUP, VERSION, PLURAL, field="spec")
 def modeldeployment_reconcile(body: kopf.Body, **_: Any) -> None:
-    reconcile(body)
-
-
-@kopf.timer(GROUP, VERSION, PLURAL, interval=settings.current.resync_interval, idle=5)
-def modeldeployment_resync(body: kopf.Body, **_: Any) -> None:
     reconcile(body)
 
 
