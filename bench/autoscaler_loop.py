@@ -17,7 +17,9 @@ import sys
 import time
 import uuid
 
+import yaml
 from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
 
 from modelscale.api.v1alpha1 import ModelDeployment
 from modelscale.handlers import autoscale, opmetrics, settings
@@ -26,6 +28,8 @@ from modelscale.resources import deployment
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "e2e"))
 from harness import topology
+
+CRD = pathlib.Path(__file__).resolve().parents[1] / "crds" / "modeldeployments.modelscale.dev.yaml"
 
 
 def counter(metric: object) -> float:
@@ -50,6 +54,21 @@ def make(api: client.ApiClient, ns: str, n: int) -> None:
         )
         md = ModelDeployment.model_validate(created)
         kube_apply.apply(api, deployment.build(md, replicas=0))
+
+
+def install_crd(api: client.ApiClient) -> None:
+    crd = yaml.safe_load(CRD.read_text())
+    ext = client.ApiextensionsV1Api(api)
+    try:
+        ext.create_custom_resource_definition(crd)
+    except ApiException as err:
+        if err.status != 409:
+            raise
+    for _ in range(100):
+        status = ext.read_custom_resource_definition(crd["metadata"]["name"]).status
+        if any(c.type == "Established" and c.status == "True" for c in status.conditions or []):
+            return
+        time.sleep(0.1)
 
 
 def measure(api: client.ApiClient, ns: str, *, passes: int) -> tuple[float, float, float]:
@@ -77,6 +96,7 @@ def main() -> int:
     config.load_kube_config(str(topology.kubeconfig_path()))
     api = client.ApiClient()
     core = client.CoreV1Api(api)
+    install_crd(api)
     rows = []
     for n in (1, args.count):
         ns = f"bench-loop-{uuid.uuid4().hex[:6]}"
