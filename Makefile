@@ -29,7 +29,7 @@ venv: $(STAMP) ## create .venv with the package and dev tools
 .PHONY: lint
 lint: $(STAMP) ## ruff and the import-linter layering contracts
 	$(PY) -m ruff check .
-	$(PY) -m ruff format --check operator tests e2e
+	$(PY) -m ruff format --check .
 	$(VENV)/bin/lint-imports
 
 .PHONY: typecheck
