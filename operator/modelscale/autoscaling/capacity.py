@@ -37,6 +37,31 @@ _INTS = frozenset((int,))
 
 
 @dataclass(frozen=True, slots=True)
+class LatencyCurve:
+    """Monotone P99 over load per replica: (bin centre, P99) points, `width` apart when
+    adjacent. Between adjacent bins the P99 is interpolated; across a gap (no data in
+    between) it is the lighter bin's value — linear interpolation from a quiet bin to a
+    far heavier overloaded one would invent a violation in the unseen middle."""
+
+    points: tuple[tuple[float, float], ...]
+    width: float
+
+    def p99(self, load: float) -> float | None:
+        """Predicted P99 at `load`; None below the lightest load seen (no evidence).
+        Beyond the heaviest load seen, its value (no extrapolation: the capacity bound
+        covers the unseen range)."""
+        env = self.points
+        if not env or load < env[0][0]:
+            return None
+        for (x0, p0), (x1, p1) in itertools.pairwise(env):
+            if load < x1:
+                if x1 - x0 <= self.width * 1.01:
+                    return p0 + (p1 - p0) * (load - x0) / (x1 - x0)
+                return p0
+        return env[-1][1]
+
+
+@dataclass(frozen=True, slots=True)
 class CapacityState:
     scale: float = 0.0  # the spec target the bins were cut for; a new target resets them
     p99: tuple[float | None, ...] = ()
@@ -44,7 +69,7 @@ class CapacityState:
     total: int = 0
     capacity: float | None = None  # learned tokens/s per replica at the SLO
     # The latency curve of this state, when already computed (not serialised).
-    curve: tuple[tuple[float, float], ...] | None = field(default=None, compare=False)
+    curve: LatencyCurve | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +137,7 @@ class CapacityModel:
             curve=curve,
         )
 
-    def _envelope(self, state: CapacityState) -> tuple[tuple[float, float], ...]:
+    def _envelope(self, state: CapacityState) -> LatencyCurve:
         """(bin centre load, monotone P99) for bins with enough points: weighted isotonic
         regression by pool-adjacent-violators (16 bins: cheaper by hand than scipy or
         scikit-learn, neither of which the pure core may pull in per call)."""
@@ -132,17 +157,17 @@ class CapacityModel:
         fitted: list[float] = []
         for mean, _, count in blocks:
             fitted.extend([mean] * int(count))
-        return tuple(zip(loads, fitted, strict=True))
+        return LatencyCurve(points=tuple(zip(loads, fitted, strict=True)), width=width)
 
     def _capacity_estimate(
         self,
         state: CapacityState,
         *,
-        curve: tuple[tuple[float, float], ...],
+        curve: LatencyCurve,
         target: float,
         slo: float,
     ) -> float:
-        env = curve
+        env = curve.points
         prev: tuple[float, float] | None = None
         for load, p in env:
             if p > slo:
@@ -150,11 +175,13 @@ class CapacityModel:
                     # Already too slow at the lowest load seen: scale that load down.
                     return max(load * slo / p, 0.01 * target)
                 x0, p0 = prev
+                if load - x0 > curve.width * 1.01:
+                    return load - 0.5 * curve.width  # across a gap: where the slow bin starts
                 return x0 + (load - x0) * (slo - p0) / (p - p0)  # p0 <= slo < p
             prev = (load, p)
         if not env:
             return target
-        highest_safe = env[-1][0] + 0.5 * self._width(state)
+        highest_safe = env[-1][0] + 0.5 * curve.width
         return max(target, min(highest_safe, 2.0 * target))
 
     def capacity(self, state: CapacityState, *, target: float) -> float:
@@ -163,29 +190,11 @@ class CapacityModel:
             return target
         return state.capacity
 
-    def latency_curve(
-        self, state: CapacityState, *, target: float
-    ) -> tuple[tuple[float, float], ...]:
-        """The monotone (load, P99) points `predict_p99` interpolates; empty until learned."""
+    def latency_curve(self, state: CapacityState, *, target: float) -> LatencyCurve:
+        """The monotone P99-over-load curve; no points until learned."""
         if state.scale != target:
-            return ()
+            return LatencyCurve(points=(), width=target * self.bin_fraction)
         return state.curve if state.curve is not None else self._envelope(state)
-
-    @staticmethod
-    def predict_p99(env: tuple[tuple[float, float], ...], *, load: float) -> float | None:
-        """Predicted P99 at `load` tokens/s per replica on a `latency_curve`; None without
-        data at or below that load. Beyond the highest load seen, the highest bin's value
-        (no extrapolation: the capacity bound covers the unseen range)."""
-        if not env:
-            return None
-        if load < env[0][0]:
-            return None  # below the lightest load seen: no evidence either way
-        if load == env[0][0]:
-            return env[0][1]
-        for (x0, p0), (x1, p1) in itertools.pairwise(env):
-            if load <= x1:
-                return p0 + (p1 - p0) * (load - x0) / (x1 - x0)
-        return env[-1][1]
 
     def to_dict(self, state: CapacityState) -> dict[str, Any]:
         return {

@@ -321,12 +321,12 @@ def recommend_for_forecast(
         f"{config.headroom:.0%} of {cap:.0f} tok/s"
     )
     curve = CAPACITY.latency_curve(model.cap, target=target)
-    predicted = CAPACITY.predict_p99(curve, load=demand / replicas) if replicas > 0 else None
+    predicted = curve.p99(demand / replicas) if replicas > 0 else None
     if predicted is not None and predicted > config.latency_slo_seconds:
         r = replicas
         while r < config.max_replicas:
             r += 1
-            p = CAPACITY.predict_p99(curve, load=demand / r)
+            p = curve.p99(demand / r)
             if p is None or p <= config.latency_slo_seconds:
                 predicted = p
                 break

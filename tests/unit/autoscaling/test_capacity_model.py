@@ -73,7 +73,7 @@ def test_never_above_what_was_seen_safe() -> None:
 def test_predicted_p99_is_monotone_in_load() -> None:
     s = feed(sweep(0.0, 1.9 * TARGET) * 3, knee=800.0)
     curve = MODEL.latency_curve(s, target=TARGET)
-    predictions = [MODEL.predict_p99(curve, load=x) for x in range(100, 2000, 50)]
+    predictions = [curve.p99(x) for x in range(100, 2000, 50)]
     assert all(p is not None for p in predictions)
     assert predictions == sorted(predictions)  # type: ignore[type-var]
     assert predictions[-1] > SLO  # type: ignore[operator]
@@ -81,11 +81,11 @@ def test_predicted_p99_is_monotone_in_load() -> None:
 
 def test_no_prediction_without_data() -> None:
     curve = MODEL.latency_curve(MODEL.initial(target=TARGET), target=TARGET)
-    assert MODEL.predict_p99(curve, load=500.0) is None
+    assert curve.p99(500.0) is None
     # Only heavy load seen: lighter loads are unknown, not "as slow as the heaviest".
     curve = MODEL.latency_curve(feed([1500.0] * 30, knee=500.0), target=TARGET)
-    assert MODEL.predict_p99(curve, load=500.0) is None
-    assert MODEL.predict_p99(curve, load=1800.0) is not None
+    assert curve.p99(500.0) is None
+    assert curve.p99(1800.0) is not None
 
 
 def test_new_spec_target_resets_the_model() -> None:
@@ -121,3 +121,16 @@ def test_learned_capacity_stays_within_a_band_around_the_spec(
     knee: float, loads: list[float], want: float
 ) -> None:
     assert MODEL.capacity(feed(loads, knee=knee), target=TARGET) == pytest.approx(want)
+
+
+def test_no_violation_is_invented_across_a_gap_in_the_data() -> None:
+    """Seen: fast at 300 tok/s, overloaded (10 s) at 1500. At 900 nothing is known; a
+    straight line between them would predict 5 s there and scale out for nothing."""
+    s = MODEL.initial(target=TARGET)
+    for load, p99 in [(300.0, 0.1)] * 30 + [(1500.0, 10.0)] * 30:
+        s = MODEL.observe(s, load=load, p99=p99, target=TARGET, slo=SLO)
+    curve = MODEL.latency_curve(s, target=TARGET)
+    assert curve.p99(900.0) == pytest.approx(0.1)
+    assert curve.p99(1600.0) is not None and curve.p99(1600.0) > SLO  # type: ignore[operator]
+    # The capacity estimate is where the slow bin starts, not halfway.
+    assert MODEL.capacity(s, target=TARGET) == pytest.approx(TARGET)
