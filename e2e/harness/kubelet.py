@@ -760,9 +760,13 @@ class PodWorker:
                 log.warning("status patch of %s failed: %s", self.key, err.reason)
 
     # ---- deletion
-    def _kill_all(self, *, grace: float) -> None:
+    def _kill_all(self, *, grace: float, pre_stop: bool = False) -> None:
         threads = [
-            threading.Thread(target=_kill_group, args=(c.proc,), kwargs={"grace": grace})
+            threading.Thread(
+                target=self._stop_container,
+                args=(c,),
+                kwargs={"grace": grace, "pre_stop": pre_stop},
+            )
             for c in self.containers
             if c.proc is not None
         ]
@@ -770,6 +774,35 @@ class PodWorker:
             t.start()
         for t in threads:
             t.join()
+
+    def _stop_container(self, c: Container, *, grace: float, pre_stop: bool) -> None:
+        """The kubelet's order: the preStop hook, then SIGTERM, SIGKILL when the grace
+        period (which the hook's time counts against, minimum 2 s left) runs out."""
+        proc = c.proc
+        if proc is None:
+            return
+        start = time.monotonic()
+        hook = ((c.spec.get("lifecycle") or {}).get("preStop") or {}) if pre_stop else {}
+        if hook and proc.poll() is None:
+            self._pre_stop(c, hook, budget=grace)
+        remaining = max(grace - (time.monotonic() - start), 2.0 if hook else 0.0)
+        _kill_group(proc, grace=remaining)
+
+    def _pre_stop(self, c: Container, hook: dict[str, Any], *, budget: float) -> None:
+        if "sleep" in hook:
+            time.sleep(min(float(hook["sleep"].get("seconds", 0)), budget))
+        elif "httpGet" in hook:
+            ok, msg = run_probe(
+                {**hook, "timeoutSeconds": budget}, pod_ip=self.ip or "", ports=c.ports()
+            )
+            if not ok:
+                self._event("Warning", "FailedPreStopHook", f"{c.name}: {msg}")
+        else:
+            self._event(
+                "Warning",
+                "FailedPreStopHook",
+                f"{c.name}: only sleep and httpGet preStop hooks are supported by the harness",
+            )
 
     def _terminate(self, pod: dict[str, Any]) -> None:
         grace = pod["metadata"].get("deletionGracePeriodSeconds")
@@ -780,7 +813,7 @@ class PodWorker:
         log.info("pod %s terminating (grace %s s)", self.key, grace)
         if any(c.running for c in self.containers):
             self._event("Normal", "Killing", "Stopping container(s)")
-        self._kill_all(grace=float(grace))
+        self._kill_all(grace=float(grace), pre_stop=not self.gone)
         for c in self.containers:
             (self.dir / f"{c.name}.pid").unlink(missing_ok=True)
         if self.ip and any("tritonserver" in str(c.spec.get("image")) for c in self.containers):
