@@ -285,10 +285,30 @@ def _recommend_without_metrics(
     ), model
 
 
-def _learn(obs: Observation, *, config: PolicyConfig, model: _Model) -> _Model:
+def draining(obs: Observation, *, config: PolicyConfig, previous_queue: float | None) -> bool:
+    """A backlog is being served: the token rate counts queued work, not new demand.
+
+    Under overload the served rate is capped and requests queue; when capacity arrives
+    the queue drains and the served rate spikes far above demand (a simulated ServeGen
+    surge: 1600 tok/s served with 1400 queued, then 3000 tok/s for a minute, then 2000).
+    Learning that spike as a trend scaled to 12 replicas where 5 sufficed."""
+    q = obs.queue_depth
+    return (
+        q is not None
+        and previous_queue is not None
+        and previous_queue > config.queue_depth_per_replica * max(obs.warmed_replicas, 1)
+        and q < previous_queue
+    )
+
+
+def _learn(
+    obs: Observation, *, config: PolicyConfig, model: _Model, backlog_draining: bool
+) -> _Model:
     assert obs.token_rate is not None and obs.sample_time is not None
     if model.sample_time is not None and obs.sample_time <= model.sample_time:
         return model  # the same sample as last time: nothing new to learn
+    if backlog_draining:
+        return model._replace(sample_time=obs.sample_time)
     fc = FORECASTER.update(model.fc, t=obs.sample_time, value=max(obs.token_rate, 0.0))
     cap = model.cap
     if obs.warmed_replicas > 0 and obs.p99_seconds is not None:
@@ -303,13 +323,15 @@ def _learn(obs: Observation, *, config: PolicyConfig, model: _Model) -> _Model:
 
 
 def recommend_for_forecast(
-    obs: Observation, *, config: PolicyConfig, model: _Model
+    obs: Observation, *, config: PolicyConfig, model: _Model, backlog_draining: bool = False
 ) -> tuple[int, str, str, forecast_mod.Forecast, float, float | None]:
     """Replicas the forecast needs: (replicas, reason, message, forecast, horizon, P99)."""
     assert obs.token_rate is not None
     horizon = obs.measured_horizon_seconds or config.default_horizon_seconds
     fc = FORECASTERS[config.seasonality].forecast(model.fc, t=obs.now, horizon=horizon)
-    demand = max(fc.upper, obs.token_rate)
+    # The rate served now counts too (the forecast lags a sudden rise), unless it is a
+    # backlog being drained.
+    demand = fc.upper if backlog_draining else max(fc.upper, obs.token_rate)
     target = config.target_tokens_per_replica
     cap = CAPACITY.capacity(model.cap, target=target)
     usable = cap * config.headroom
@@ -375,10 +397,16 @@ def recommend(
         return _finish(obs=obs, state=state, model=model, rec=rec)
 
     previous_queue = model.queue
-    model = _learn(obs, config=config, model=model)
+    backlog = draining(obs, config=config, previous_queue=previous_queue)
+    model = _learn(obs, config=config, model=model, backlog_draining=backlog)
     replicas, reason, message, fc, horizon, predicted = recommend_for_forecast(
-        obs, config=config, model=model
+        obs, config=config, model=model, backlog_draining=backlog
     )
+    if backlog:
+        message += (
+            f"; queue draining ({previous_queue:.0f} -> {obs.queue_depth:.0f}): the served "
+            f"{obs.token_rate:.0f} tok/s is not learned as demand"
+        )
     urgent = recommend_for_reality(
         obs,
         config=config,

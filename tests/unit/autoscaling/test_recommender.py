@@ -386,3 +386,38 @@ def test_a_nonsense_status_starts_afresh_instead_of_failing(status: dict[str, ob
     rec, after = recommender.recommend(obs(T0, rate=900.0, replicas=2), config=CONFIG, state=state)
     assert rec.replicas == 2
     json.dumps(after.to_dict())
+
+
+def surge(*, with_queue: bool) -> list[Recommendation]:
+    """Overload: the served rate is capped at 1600 tok/s while 1400 requests queue; new
+    capacity drains the queue at 3000 tok/s for a minute; demand is then 2000 tok/s."""
+    phases = (
+        [(800.0, 0.0)] * 40
+        + [(1600.0, q) for q in (100.0, 300.0, 500.0, 700.0, 900.0, 1100.0, 1300.0, 1400.0)]
+        + [(3000.0, q) for q in (1100.0, 700.0, 300.0, 0.0)]
+        + [(2000.0, 0.0)] * 10
+    )
+    state, replicas, out = ScalingState(), 2, []
+    for i, (rate, queue) in enumerate(phases):
+        rec, state = recommender.recommend(
+            obs(
+                T0 + 15 * i,
+                rate=rate,
+                replicas=replicas,
+                warmed=min(replicas, 2 + i // 60),
+                queue=queue if with_queue else None,
+            ),
+            config=CONFIG,
+            state=state,
+        )
+        replicas = rec.replicas
+        out.append(rec)
+    return out
+
+
+def test_a_draining_backlog_is_not_learned_as_demand() -> None:
+    guarded = surge(with_queue=True)
+    blind = surge(with_queue=False)
+    assert max(r.replicas for r in guarded) < max(r.replicas for r in blind)
+    assert max(r.replicas for r in guarded) >= needed(2000.0)
+    assert any("queue draining" in r.message for r in guarded[48:52])
