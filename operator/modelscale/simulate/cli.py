@@ -160,12 +160,6 @@ def main(argv: Sequence[str]) -> int:
         dt=args.dt,
         seed=args.seed,
     )
-    if setup.placeholder and "modelscale" in names:
-        print(
-            "modelscale simulate: note: autoscaling/recommender.py not found; policy "
-            "'modelscale' uses the simulator's placeholder",
-            file=sys.stderr,
-        )
     runs = suite.run_all(setup, names)
     elapsed = time.perf_counter() - began
     figs = {name: f for name, (_, f) in runs.items()}

@@ -78,9 +78,6 @@ class View:
         """Index of the last completed tick ending at or before t (-1 if none)."""
         return min(self._e.tick, math.floor(t / self._e.dt + 1e-9)) - 1
 
-    def sample_time(self) -> float:
-        return max(0.0, math.floor(self.now / SCRAPE_INTERVAL_S) * SCRAPE_INTERVAL_S - 0.0)
-
     def token_rate(self, *, window_s: float = RATE_WINDOW_S) -> float:
         """Output tokens/s over the window ending at the newest scrape."""
         e = self._e

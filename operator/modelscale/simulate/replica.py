@@ -81,24 +81,3 @@ def sustainable_request_rate(
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if feasible(mid) else (lo, mid)
     return lo
-
-
-def sustainable_output_rate(
-    params: ReplicaParams, *, mean_input: float, mean_output: float, slo: Slo
-) -> float:
-    """Output tokens/s per replica at `sustainable_request_rate`: the capacity a user would
-    measure in a load test with the trace's request mix and configure as a target."""
-    rate = sustainable_request_rate(params, mean_input=mean_input, mean_output=mean_output, slo=slo)
-    return rate * mean_output
-
-
-def sustainable_concurrency(
-    params: ReplicaParams, *, mean_input: float, mean_output: float, slo: Slo
-) -> float:
-    """In-flight requests per replica at `sustainable_request_rate` (Little's law)."""
-    rate = sustainable_request_rate(params, mean_input=mean_input, mean_output=mean_output, slo=slo)
-    u = rate * mean_input / params.prefill_tokens_per_s
-    k = rate * max(0.0, mean_output - 1.0) / (1.0 - u)
-    batch = k * params.itl_alpha_s / max(1e-9, 1.0 - k * params.itl_beta_s)
-    prefill_inflight = rate * mean_input / params.prefill_tokens_per_s
-    return batch + prefill_inflight

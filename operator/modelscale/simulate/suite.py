@@ -11,7 +11,7 @@ replaces ours) for the sweep.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from modelscale.autoscaling.types import PolicyConfig
 from modelscale.simulate import baselines, engine, figures, loadtest, oracle, ours
@@ -35,7 +35,6 @@ class Setup:
     capacity_concurrency: float
     oracle: oracle.OracleRun
     recommend: ours.RecommendFn | None = None
-    placeholder: bool = field(default=False)
     static_replicas: int = 0  # fewest constant replicas meeting the SLO in every window
 
     @property
@@ -61,9 +60,6 @@ def prepare(
     params = params or ReplicaParams()
     slo = slo or Slo()
     cap = loadtest.measure(trace, params=params, slo=slo, seed=seed)
-    placeholder = False
-    if recommend is None:
-        recommend, placeholder = ours.resolve_recommender()
     setup = Setup(
         trace=trace,
         params=params,
@@ -73,7 +69,6 @@ def prepare(
         capacity_concurrency=cap.concurrency,
         oracle=oracle.solve(trace, params=params, slo=slo, dt=dt),
         recommend=recommend,
-        placeholder=placeholder,
     )
     setup.static_replicas = smallest_static(setup)
     return setup
