@@ -194,9 +194,13 @@ class Holt:
         if state.t is None:
             return Forecast(mean=0.0, upper=0.0)
         steps = max((t + horizon - state.t) / STEP_SECONDS, 0.0)
-        alpha, phi = self._gains(state)
+        _, phi = self._gains(state)
         mean = max(state.level + state.trend * self._damped_sum(steps, phi), 0.0)
-        h_var = self._h_var(var=state.var, steps=steps, alpha=alpha, phi=phi)
+        # The interval uses the calm alpha/phi: with the adaptive ones (a ramp) the ETS
+        # multiplier made the bound ~50 % above the mean and, in the trace simulator,
+        # cost 5-15 % more replica-seconds at the same SLO attainment. Systematic misses
+        # are covered by the seasonal forecaster's 10-minute calibration instead.
+        h_var = self._h_var(var=state.var, steps=steps, alpha=self.alpha, phi=self.phi)
         return Forecast(mean=mean, upper=mean + self.z * math.sqrt(h_var))
 
     @staticmethod

@@ -407,11 +407,7 @@ def recommend(
             f"; queue draining ({previous_queue:.0f} -> {obs.queue_depth:.0f}): the served "
             f"{obs.token_rate:.0f} tok/s is not learned as demand"
         )
-    urgent = recommend_for_reality(
-        obs,
-        config=config,
-        model=model._replace(queue=previous_queue),
-    )
+    urgent = recommend_for_reality(obs, config=config, model=model)  # model.queue: previous
     if urgent is not None:
         floor = max(obs.current_replicas, obs.warmed_replicas + 1)
         if floor > replicas:
