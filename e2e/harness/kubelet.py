@@ -359,7 +359,7 @@ def contains(desired: Any, observed: Any) -> bool:
     if isinstance(desired, list) and desired and isinstance(desired[0], dict):
         key = next((k for k in ("type", "name", "ip") if k in desired[0]), None)
         if key is None or not isinstance(observed, list):
-            return desired == observed
+            return bool(desired == observed)
         by_key = {o.get(key): o for o in observed if isinstance(o, dict)}
         return all(contains(d, by_key.get(d[key])) for d in desired)
     return bool(desired == observed)
@@ -848,10 +848,13 @@ class PodWorker:
 
 class Runtime:
     def __init__(self) -> None:
-        config.load_kube_config(config_file=str(CERTS / "kubelet.kubeconfig"))
-        self.api = client.ApiClient()
-        self.core = client.CoreV1Api(self.api)
-        self.coord = client.CoordinationV1Api(self.api)
+        # The client's partial typing wants model objects; this code sends plain dicts
+        # (what the API takes) and reads raw JSON, so the clients are Any here.
+        load: Any = config.load_kube_config
+        load(config_file=str(CERTS / "kubelet.kubeconfig"))
+        self.api: Any = client.ApiClient()
+        self.core: Any = client.CoreV1Api(self.api)
+        self.coord: Any = client.CoordinationV1Api(self.api)
         self.ipam = IPAM()
         self.workers: dict[str, PodWorker] = {}
         self.workers_lock = threading.Lock()
@@ -971,7 +974,7 @@ class Runtime:
         self.core.patch_node_status(node.name, {"status": {"conditions": conds}})
 
     def renew_lease(self, node: topo.FakeNode) -> None:
-        body = {
+        body: dict[str, Any] = {
             "apiVersion": "coordination.k8s.io/v1",
             "kind": "Lease",
             "metadata": {"name": node.name, "namespace": "kube-node-lease"},
@@ -1200,7 +1203,7 @@ class Runtime:
                 for uid in set(self.sd_pods) - seen:
                     self.sd_pods.pop(uid, None)
                 rv = listing["metadata"]["resourceVersion"]
-                stream = watch.Watch()
+                stream: Any = watch.Watch()  # type: ignore[no-untyped-call]
                 for ev in stream.stream(
                     self.core.list_pod_for_all_namespaces,
                     field_selector="spec.nodeName!=",

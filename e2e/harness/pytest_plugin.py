@@ -98,7 +98,7 @@ def prometheus_url(cluster: _cluster.ClusterInfo) -> str:
 
 @pytest.fixture(scope="session")
 def kube_api(cluster: _cluster.ClusterInfo) -> Iterator[Any]:
-    api = config.new_client_from_config(config_file=str(cluster.kubeconfig))
+    api = config.new_client_from_config(config_file=str(cluster.kubeconfig))  # type: ignore[no-untyped-call]
     yield api
     api.close()
 
@@ -110,7 +110,7 @@ def wait_for_fixture() -> WaitFor:
 
 @pytest.fixture
 def namespace(kube_api: Any, request: pytest.FixtureRequest) -> Iterator[str]:
-    core = client.CoreV1Api(kube_api)
+    core: Any = client.CoreV1Api(kube_api)
     base = re.sub(r"[^a-z0-9-]+", "-", request.node.name.lower()).strip("-")[:40].strip("-")
     name = f"t-{base}-{uuid.uuid4().hex[:5]}"
     core.create_namespace({"metadata": {"name": name, "labels": {"modelscale.dev/test": "true"}}})
