@@ -237,7 +237,8 @@ def fetch(url: str, backend: str = "vllm", **kwargs: object) -> prometheus.Fetch
 
 
 def prom_scalar(url: str, expr: str) -> float:
-    r = requests.get(f"{url}/api/v1/query", params={"query": expr, "time": T}, timeout=10)
+    params: dict[str, str | float] = {"query": expr, "time": T}
+    r = requests.get(f"{url}/api/v1/query", params=params, timeout=10)
     r.raise_for_status()
     result = r.json()["data"]["result"]
     assert len(result) == 1, result
