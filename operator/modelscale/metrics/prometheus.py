@@ -85,6 +85,10 @@ def fetch_signals(
 ) -> FetchResult:
     """Signals for every ModelDeployment in `pods` (and in `overrides`).
 
+    Map only pods that serve users (Ready, warmed up): a pod still warming serves only
+    warm-up requests, whose cold latencies would read as an SLO breach and whose tokens
+    as demand.
+
     Batched queries: one each, whatever the number of ModelDeployments. Overrides
     (signal -> PromQL, per ModelDeployment) cost one query each. The sample time of an
     overridden token rate is the evaluation time when the override returned data
