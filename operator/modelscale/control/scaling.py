@@ -38,6 +38,7 @@ def policy_config(spec: ModelDeploymentSpec) -> PolicyConfig:
         on_missing_metrics=missing.behaviour,
         floor_replicas=missing.floor_replicas if missing.floor_replicas is not None else 0,
         stale_after_seconds=missing.stale_after_seconds,
+        seasonality=s.forecast.seasonality,
     )
 
 

@@ -98,8 +98,10 @@ def decide(
     raw_pods: Sequence[dict[str, Any]],
     current: int,
     now: float,
+    history: Sequence[tuple[float, float]] = (),
 ) -> tuple[Recommendation, Any, Any]:
-    """Run the policy for one ModelDeployment: (recommendation, new state, observation)."""
+    """Run the policy for one ModelDeployment: (recommendation, new state, observation).
+    `history` (token rate over time) seeds a forecaster that has learned nothing yet."""
     stats = warmup_plan.warmup_stats_for(md_namespace=md.namespace, md_name=md.name, pods=raw_pods)
     obs = scaling.observation(
         md,
@@ -109,9 +111,11 @@ def decide(
         measured_horizon=stats.median_seconds_to_warm,
         now=now,
     )
-    rec, state = recommender.recommend(
-        obs, config=scaling.policy_config(md.spec), state=scaling.previous_state(md)
-    )
+    config = scaling.policy_config(md.spec)
+    state = scaling.previous_state(md)
+    if history:
+        state = recommender.bootstrap(state, samples=history, config=config)
+    rec, state = recommender.recommend(obs, config=config, state=state)
     return rec, state, obs
 
 
@@ -181,6 +185,12 @@ def run_pass(api: client.ApiClient, *, now: float) -> list[Outcome]:
         default_url=settings.current.prometheus_url,
         now=now,
     )
+    fresh = [md for md, _ in mds.values() if not scaling.previous_state(md).model]
+    histories = (
+        signals.history(fresh, default_url=settings.current.prometheus_url, now=now)
+        if fresh
+        else {}
+    )
     outcomes: list[Outcome] = []
     for key, (md, body) in mds.items():
         if key not in replicas_now:
@@ -192,6 +202,7 @@ def run_pass(api: client.ApiClient, *, now: float) -> list[Outcome]:
             raw_pods=pods_by_md.get(key, []),
             current=current,
             now=now,
+            history=histories.get(key, ()),
         )
         applied = scaling.should_actuate(md, rec, current=current)
         try:
