@@ -25,8 +25,13 @@ from cases import CASES, Case
 from modelscale.simulate import baselines, suite
 from modelscale.simulate import trace as trace_mod
 
-TARGET_FACTORS = (0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.15)
+# A factor on the default target (0.8 x the load-tested capacity). Above 1.25 the target
+# exceeds what one replica sustained alone in the load test; pooled replicas sustain more
+# (load balancing smooths bursts), so the sweep goes there too.
+TARGET_FACTORS = (0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.15, 1.3, 1.5)
 HEADROOMS = (0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+# Ours at headroom 1 with the configured capacity itself raised, like the peers' targets.
+OUR_TARGET_FACTORS = (1.15, 1.3, 1.5)
 PEERS = ("hpa", "keda", "knative-kpa", "aibrix-apa")
 GOAL_WINDOWS = 0.99
 GOAL_ORACLE_RATIO = 1.25
@@ -44,8 +49,10 @@ def _run(task: tuple[str, str, float]) -> dict[str, Any]:
     policy_name, knob, value = task
     setup = _SETUP
     assert setup is not None
-    if policy_name == "modelscale":
+    if policy_name == "modelscale" and knob == "headroom":
         policy = suite.make_policy("modelscale", setup, headroom=value)
+    elif policy_name == "modelscale":
+        policy = suite.make_policy("modelscale", setup, headroom=1.0, scale=value)
     elif policy_name == "static-peak":
         policy = baselines.StaticPeak(replicas=int(value))
     elif policy_name == "oracle":
@@ -58,6 +65,7 @@ def _run(task: tuple[str, str, float]) -> dict[str, Any]:
 
 def tasks(setup: suite.Setup) -> list[tuple[str, str, float]]:
     out: list[tuple[str, str, float]] = [("modelscale", "headroom", h) for h in HEADROOMS]
+    out += [("modelscale", "headroom 1, capacity x", f) for f in OUR_TARGET_FACTORS]
     out += [(p, "target x", f) for p in PEERS for f in TARGET_FACTORS]
     peak = setup.static_replicas
     out += [("static-peak", "replicas", float(n)) for n in range(max(1, peak - 1), peak + 3)]
@@ -82,14 +90,14 @@ def goal(points: list[dict[str, Any]]) -> tuple[bool, list[str]]:
         )
         lines.append(
             f"- modelscale never reaches {GOAL_WINDOWS:.0%} of windows (best "
-            f"{top['slo_attainment_windows']:.2%} at headroom {top['value']:g}): "
+            f"{top['slo_attainment_windows']:.2%} at {top['knob']} {top['value']:g}): "
             "goal NOT met"
         )
         return False, lines
     met = True
     ratio = ours["excess_over_oracle"] + 1
     lines.append(
-        f"- modelscale cheapest at >= {GOAL_WINDOWS:.0%}: headroom {ours['value']:g}, "
+        f"- modelscale cheapest at >= {GOAL_WINDOWS:.0%}: {ours['knob']} {ours['value']:g}, "
         f"{ours['replica_seconds']:,.0f} replica-s = {ratio:.2f}x oracle "
         f"({'within' if ratio <= GOAL_ORACLE_RATIO else 'NOT within'} "
         f"{GOAL_ORACLE_RATIO}x), cold requests {ours['cold_requests']}"
@@ -180,9 +188,10 @@ def summary(results: dict[str, list[dict[str, Any]]]) -> str:
                 )
                 cells.append(f"never (best {top['slo_attainment_windows']:.1%})")
                 continue
-            knob = {"modelscale": "headroom", "static-peak": "n"}.get(name, "target x")
             cold = f", {b['cold_requests']} cold" if b["cold_requests"] else ""
-            cells.append(f"{b['replica_seconds'] / oracle_rs:.2f}x ({knob} {b['value']:g}{cold})")
+            cells.append(
+                f"{b['replica_seconds'] / oracle_rs:.2f}x ({b['knob']} {b['value']:g}{cold})"
+            )
         cells.append(f"{oracle_rs:,.0f} replica-s")
         rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)

@@ -102,7 +102,7 @@ def make_policy(
         config = PolicyConfig(
             min_replicas=1,
             max_replicas=MAX_REPLICAS,
-            target_tokens_per_replica=setup.capacity_tokens,
+            target_tokens_per_replica=setup.capacity_tokens * scale,
             latency_slo_seconds=setup.slo.ttft_s,
             headroom=headroom if headroom is not None else DEFAULT_UTILISATION,
             default_horizon_seconds=setup.params.horizon_s,
