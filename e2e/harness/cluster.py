@@ -336,12 +336,35 @@ def setup_network() -> None:
         _run(["ip", "-n", ns, "addr", "add", f"{node.netns_ip}/24", "dev", "eth0"])
         _run(["ip", "-n", ns, "link", "set", "eth0", "up"])
         _run(["ip", "-n", ns, "route", "add", str(topo.TEST_RANGE), "via", node.gateway])
+        # The node namespace routes between the host and its pods' namespaces (each pod
+        # has its own, see harness.kubelet.IPAM) and answers ARP for them on eth0.
+        # Namespace-local sysctls: the host's settings are untouched.
+        _run(["ip", "netns", "exec", ns, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1",
+              "net.ipv4.conf.eth0.proxy_arp=1"])  # fmt: skip
         # Forward only between our veths (pod to pod across nodes, pod to apiserver);
         # the per-interface switch leaves the host's global ip_forward untouched.
         pathlib.Path(f"/proc/sys/net/ipv4/conf/{veth}/forwarding").write_text("1\n")
 
 
+def _pod_namespaces() -> list[str]:
+    netns_dir = pathlib.Path("/run/netns")
+    if not netns_dir.exists():
+        return []
+    return sorted(p.name for p in netns_dir.iterdir() if p.name.startswith(topo.POD_NETNS_PREFIX))
+
+
+def delete_pod_namespaces() -> None:
+    """Kill what still runs in pod namespaces and delete them (teardown, runtime restart)."""
+    for ns in _pod_namespaces():
+        pids = _run(["ip", "netns", "pids", ns], check=False, quiet=True).stdout
+        for pid in pids.split():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
+        _run(["ip", "netns", "del", ns], check=False, quiet=True)
+
+
 def teardown_network() -> None:
+    delete_pod_namespaces()
     for node in topo.NODES:
         if _netns_exists(node.netns):
             pids = _run(["ip", "netns", "pids", node.netns], check=False, quiet=True).stdout
@@ -743,6 +766,7 @@ def down(*, quiet: bool = False) -> None:
 def leftovers() -> list[str]:
     """What `down` should have removed but did not (empty when clean)."""
     found = [f"netns {n.netns}" for n in topo.NODES if _netns_exists(n.netns)]
+    found += [f"netns {ns}" for ns in _pod_namespaces()]
     found += [f"link {n.host_veth}" for n in topo.NODES if _link_exists(n.host_veth)]
     if _link_exists(topo.HOST_IFACE):
         found.append(f"link {topo.HOST_IFACE}")

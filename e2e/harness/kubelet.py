@@ -47,6 +47,7 @@ log = logging.getLogger("harness.kubelet")
 PODS = topo.STATE / "pods"
 POD_LOGS = topo.STATE / "logs" / "pods"
 CERTS = topo.STATE / "certs"
+POD_NETNS_PREFIX = topo.POD_NETNS_PREFIX
 COMPONENT = "modelscale-harness-kubelet"
 OWN_CONDITIONS = ("PodReadyToStartContainers", "Initialized", "ContainersReady", "Ready")
 KNOWN_IMAGES = (
@@ -313,14 +314,33 @@ def _kill_group(proc: subprocess.Popen[bytes], *, grace: float) -> None:
 # --------------------------------------------------------------------------- IPs
 
 
+def pod_netns(uid: str) -> str:
+    return f"{POD_NETNS_PREFIX}{uid[:8]}"
+
+
+def _ip_batch(netns: str, commands: list[str]) -> None:
+    res = subprocess.run(
+        ["ip", "-n", netns, "-batch", "-"],
+        input="\n".join(commands) + "\n",
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if res.returncode != 0:
+        raise OSError(f"ip -n {netns}: {res.stderr.strip()}")
+
+
 class IPAM:
-    """Pod IPs per node: a /32 on the node namespace's `lo`; the host reaches the /24."""
+    """Pod IPs and pod network namespaces, like a point-to-point CNI plugin: every pod
+    has its own namespace (so two pods on a node can both listen on 0.0.0.0:8080), with
+    its IP as a /32 on `eth0`, a veth to its node's namespace and a /32 route there; the
+    node namespace forwards and proxy-ARPs for its pods towards the host."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._used: dict[str, set[str]] = {n.name: set() for n in topo.NODES}
 
-    def allocate(self, node: topo.FakeNode, *, prefer: str | None = None) -> str:
+    def allocate(self, node: topo.FakeNode, *, uid: str, prefer: str | None = None) -> str:
         with self._lock:
             used = self._used[node.name]
             free = [ip for ip in node.pod_ips() if ip not in used]
@@ -328,19 +348,32 @@ class IPAM:
                 raise PodSpecError("IPExhausted", f"no free pod IP on {node.name}")
             ip = prefer if prefer in free else free[0]
             used.add(ip)
-        subprocess.run(
-            ["ip", "-n", node.netns, "addr", "replace", f"{ip}/32", "dev", "lo"],
-            check=True,
-            capture_output=True,
+        ns, veth = pod_netns(uid), f"msp-{uid[:8]}"
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
+        subprocess.run(["ip", "netns", "add", ns], capture_output=True, check=True)
+        _ip_batch(
+            node.netns,
+            [
+                f"link add {veth} type veth peer name eth0 netns {ns}",
+                f"link set {veth} up",
+                f"route replace {ip}/32 dev {veth} scope link",
+            ],
+        )
+        _ip_batch(
+            ns,
+            [
+                "link set lo up",
+                f"addr add {ip}/32 dev eth0",
+                "link set eth0 up",
+                f"route add {node.netns_ip} dev eth0 scope link",
+                f"route add {topo.TEST_RANGE} via {node.netns_ip} dev eth0",
+            ],
         )
         return ip
 
-    def release(self, node: topo.FakeNode, ip: str) -> None:
-        subprocess.run(
-            ["ip", "-n", node.netns, "addr", "del", f"{ip}/32", "dev", "lo"],
-            check=False,
-            capture_output=True,
-        )
+    def release(self, node: topo.FakeNode, ip: str, *, uid: str) -> None:
+        # Deleting the namespace deletes the veth pair and with it the node's /32 route.
+        subprocess.run(["ip", "netns", "del", pod_netns(uid)], capture_output=True, check=False)
         with self._lock:
             self._used[node.name].discard(ip)
 
@@ -513,7 +546,7 @@ class PodWorker:
         POD_LOGS.mkdir(parents=True, exist_ok=True)
         prev = self.pod.get("status", {}).get("podIP")
         if not self.pod["metadata"].get("deletionTimestamp"):
-            self.ip = self.rt.ipam.allocate(self.node, prefer=prev)
+            self.ip = self.rt.ipam.allocate(self.node, uid=self.uid, prefer=prev)
         if self.pod["spec"].get("initContainers"):
             self._event(
                 "Warning",
@@ -584,7 +617,7 @@ class PodWorker:
                 err.message,
             )
             return
-        argv = ["ip", "netns", "exec", self.node.netns, *launch.argv]
+        argv = ["ip", "netns", "exec", pod_netns(self.uid), *launch.argv]
         out = (POD_LOGS / f"{self.ns}_{self.name}_{c.name}.log").open("ab")
         out.write(f"--- {_now()} start #{c.restart_count}: {' '.join(launch.argv)}\n".encode())
         out.flush()
@@ -677,10 +710,10 @@ class PodWorker:
             after = p.record(ok)
             if not ok:
                 log.debug("pod %s %s probe of %s failed: %s", self.key, kind, c.name, msg)
+                if kind == "readiness" and "not supported" not in msg:
+                    self._event("Warning", "Unhealthy", f"Readiness probe failed: {msg}")
             if before != after:
                 log.info("pod %s container %s %s probe -> %s", self.key, c.name, kind, after)
-                if not after and kind == "readiness":
-                    self._event("Warning", "Unhealthy", f"Readiness probe failed: {msg}")
             if (
                 not after
                 and kind in ("startup", "liveness")
@@ -819,7 +852,7 @@ class PodWorker:
         if self.ip and any("tritonserver" in str(c.spec.get("image")) for c in self.containers):
             triton.cleanup_shm(self.ip)  # a killed Python-backend stub leaves /dev/shm regions
         if self.ip:
-            self.rt.ipam.release(self.node, self.ip)
+            self.rt.ipam.release(self.node, self.ip, uid=self.uid)
             self.ip = None
         shutil.rmtree(self.dir, ignore_errors=True)
         if not self.gone:
@@ -1246,17 +1279,7 @@ class Runtime:
                 pid = int(pid_file.read_text().split()[0])
                 os.killpg(pid, signal.SIGKILL)
         shutil.rmtree(PODS, ignore_errors=True)
-        for node in topo.NODES:
-            out = subprocess.run(
-                ["ip", "-n", node.netns, "-o", "-4", "addr", "show", "dev", "lo"],
-                check=False,
-                capture_output=True,
-                text=True,
-            ).stdout
-            for addr in re.findall(r"inet (198\.18\.\d+\.\d+)/32", out):
-                subprocess.run(
-                    ["ip", "-n", node.netns, "addr", "del", f"{addr}/32", "dev", "lo"], check=False
-                )
+        cluster.delete_pod_namespaces()
 
     def run(self) -> None:
         self.cleanup_leftovers()

@@ -26,6 +26,7 @@ KUBELET_PORT = 10250  # on each node's InternalIP (198.18.N.1) only
 # network, and EndpointSlice validation accepts it (it rejects loopback).
 HOST_ADDRESS = "198.18.255.1"  # host side of a veth: apiserver advertise address
 HOST_IFACE = "ms-host0"
+POD_NETNS_PREFIX = "ms-pod-"  # one network namespace per pod: ms-pod-<uid[:8]>
 TEST_RANGE = ipaddress.ip_network("198.18.0.0/15")
 SERVICE_CIDR = "10.96.0.0/16"
 SERVICE_IP = "10.96.0.1"

@@ -338,8 +338,19 @@ def test_unknown_image_is_reported_and_never_ready(
     ev = wait_for(event, timeout=30, what="an ImageNotKnown event")
     assert ev.type == "Warning"
     assert "tritonserver" in ev.message
+
+    def waiting_reason() -> str | None:
+        statuses = core.read_namespaced_pod("mystery", namespace).status.container_statuses
+        return statuses[0].state.waiting.reason if statuses else None
+
+    # The event and the status update are separate writes: wait for the status too.
+    reason = wait_for(
+        lambda: (r := waiting_reason()) != "ContainerCreating" and r,
+        timeout=30,
+        what="the container status to say why",
+    )
+    assert reason == "ErrImagePull"
     p = core.read_namespaced_pod("mystery", namespace)
-    assert p.status.container_statuses[0].state.waiting.reason == "ErrImagePull"
     assert (p.status.phase, is_ready(p)) == ("Pending", False)
 
 
@@ -368,34 +379,58 @@ def test_dead_process_is_restarted_and_counted(
     assert cs.last_state.terminated.exit_code == 137
 
 
+LISTENER = (
+    "import http.server as h; h.HTTPServer(('', 8080), h.SimpleHTTPRequestHandler).serve_forever()"
+)
+
+
 @pytest.mark.local_runtime
 @pytest.mark.parametrize(
-    ("probe", "expect_ready"),
+    ("listens", "probe", "expect_ready", "expect_event"),
     [
-        pytest.param({"tcpSocket": {"port": 9}}, False, id="tcp-nothing-listens"),
-        pytest.param({"exec": {"command": ["true"]}}, False, id="exec-unsupported"),
+        pytest.param(False, {"tcpSocket": {"port": 9}}, False, "Unhealthy", id="tcp-closed"),
+        pytest.param(True, {"tcpSocket": {"port": 8080}}, True, None, id="tcp-open"),
+        pytest.param(
+            True, {"httpGet": {"path": "/", "port": "http"}}, True, None, id="http-named-port"
+        ),
+        pytest.param(
+            True, {"httpGet": {"path": "/nope", "port": 8080}}, False, "Unhealthy", id="http-404"
+        ),
+        pytest.param(False, {"exec": {"command": ["true"]}}, False, "ProbeNotSupported", id="exec"),
     ],
 )
 @pytest.mark.cluster
-def test_readiness_probe_that_fails_keeps_the_pod_unready(
+def test_readiness_probe_decides_containers_ready(
+    *,
     core: client.CoreV1Api,
     namespace: str,
     wait_for: WaitFor,
+    listens: bool,
     probe: dict[str, Any],
     expect_ready: bool,
+    expect_event: str | None,
 ) -> None:
     spec = {**probe, "periodSeconds": 1, "failureThreshold": 1}
-    core.create_namespaced_pod(
-        namespace, pod("probed", containers=[sleeper_container(readinessProbe=spec)])
-    )
+    container = sleeper_container(readinessProbe=spec)
+    if listens:  # a real HTTP server on the pod IP, port 8080 named "http"
+        container.update(
+            image="modelscale-operator:dev",
+            command=["python", "-c", LISTENER],
+            ports=[{"name": "http", "containerPort": 8080}],
+        )
+    core.create_namespaced_pod(namespace, pod("probed", containers=[container]))
 
-    def containers_not_ready() -> client.V1PodCondition | None:
+    def settled() -> client.V1PodCondition | None:
         q = core.read_namespaced_pod("probed", namespace)
         c = condition(q, "ContainersReady")
-        running = q.status.phase == "Running"
-        return c if running and c is not None and c.reason == "ContainersNotReady" else None
+        if q.status.phase != "Running" or c is None:
+            return None
+        if expect_ready:
+            return c if c.status == "True" else None
+        reasons = {e.reason for e in core.list_namespaced_event(namespace).items}
+        return c if expect_event in reasons else None
 
-    c = wait_for(containers_not_ready, timeout=30, what="ContainersNotReady from the probe")
+    c = wait_for(settled, timeout=60, what=f"the probe's verdict ({expect_event or 'ready'})")
     assert (c.status == "True") is expect_ready
 
 
