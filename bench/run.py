@@ -79,12 +79,11 @@ def main() -> int:
     results = {c.name: run_case(c, args.plots) for c in chosen}
     print(f"total {time.perf_counter() - began:.1f} s")
     OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "bench.json").write_text(
-        json.dumps(
-            {n: {p: f.to_dict() for p, f in figs.items()} for n, figs in results.items()},
-            indent=1,
-        )
-    )
+    doc = {n: {p: f.to_dict() for p, f in figs.items()} for n, figs in results.items()}
+    path = OUT / "bench.json"
+    if args.case and path.exists():  # a partial re-run updates its cases, keeps the rest
+        doc = {**json.loads(path.read_text()), **doc}
+    path.write_text(json.dumps(doc, indent=1))
     if args.json:
         args.json.write_text(
             json.dumps(

@@ -234,7 +234,10 @@ def main() -> int:
         if args.case and case.name not in args.case:
             continue
         verdicts[case.name], results[case.name] = sweep_case(case, args.workers, args.out)
-    (args.out / "sweep.json").write_text(json.dumps(results, indent=1))
+    path = args.out / "sweep.json"
+    if args.case and path.exists():  # a partial re-run updates its cases, keeps the rest
+        results = {**json.loads(path.read_text()), **results}
+    path.write_text(json.dumps(results, indent=1))
     table_md = summary(results)
     (args.out / "sweep-summary.md").write_text(table_md + "\n")
     print(f"Cheapest setting with >= {GOAL_WINDOWS:.0%} of windows in SLO, per policy:\n")
