@@ -16,7 +16,7 @@ cluster-up: $(STAMP) cluster-tools prometheus-install ## start the local cluster
 	$(CLUSTER) up
 
 .PHONY: cluster-down
-cluster-down: ## stop the local cluster: no process, port or network namespace left
+cluster-down: ## stop the local cluster (refused while a pytest session uses it): nothing left behind
 	$(CLUSTER) down
 
 .PHONY: cluster-status
