@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: help
 help: ## list targets
-	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk -F':.*?## ' '{printf "  %-16s %s\n", $$1, $$2}'
+	@grep -hE '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk -F':.*?## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
 $(PYTHON_BASE):
 	apt-get update -qq && apt-get install -y -qq python3.11 python3.11-venv python3.11-dev

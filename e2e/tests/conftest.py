@@ -4,6 +4,7 @@ ServiceAccount), and small helpers around kubectl."""
 
 from __future__ import annotations
 
+import fcntl
 import pathlib
 import subprocess
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "modelscale"
 OPERATOR_NAMESPACE = "modelscale-system"
 RELEASE = "modelscale"
+OPERATOR_LOCK = "/run/lock/modelscale-operator.lock"
 
 
 @pytest.fixture(scope="session")
@@ -26,7 +28,16 @@ def kubectl(cluster: Any) -> Kubectl:
 
 @pytest.fixture(scope="session")
 def operator(cluster: Any, kubectl: Kubectl) -> Iterator[str]:
-    """`helm install` of the chart; yields once the operator pod is Ready."""
+    """`helm install` of the chart; yields once the operator pod is Ready.
+
+    One helm release per cluster: sessions that share the cluster take turns (a lock
+    held for the session) instead of installing over each other."""
+    with open(OPERATOR_LOCK, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield from _installed(cluster, kubectl)
+
+
+def _installed(cluster: Any, kubectl: Kubectl) -> Iterator[str]:
     helm = str(cluster.bin_dir / "helm")
     base = [helm, "--kubeconfig", str(cluster.kubeconfig), "-n", OPERATOR_NAMESPACE]
     subprocess.run([*base, "uninstall", RELEASE, "--wait"], capture_output=True, check=False)
@@ -59,9 +70,11 @@ def operator(cluster: Any, kubectl: Kubectl) -> Iterator[str]:
         raise AssertionError(
             f"helm install failed:\n{proc.stdout}\n{proc.stderr}\n{logs.stdout}{logs.stderr}"
         )
-    yield OPERATOR_NAMESPACE
-    subprocess.run(
-        [*base, "uninstall", RELEASE, "--wait", "--timeout", "120s"],
-        capture_output=True,
-        check=False,
-    )
+    try:
+        yield OPERATOR_NAMESPACE
+    finally:
+        subprocess.run(
+            [*base, "uninstall", RELEASE, "--wait", "--timeout", "120s"],
+            capture_output=True,
+            check=False,
+        )
