@@ -58,8 +58,12 @@ MIN_REPLICAS = "MinReplicas"
 MAX_REPLICAS = "MaxReplicas"
 SCALE_DOWN_STABILIZING = "ScaleDownStabilizing"
 SCALE_UP_STABILIZING = "ScaleUpStabilizing"
+LATENCY_MARGIN = "LatencyMargin"
 
 KEEP_DECISIONS = 10
+# Time constant of the usual prompt/output mix (seconds): hours of traffic, so a burst of
+# long prompts stands out against it.
+MIX_TIME_CONSTANT_S = 3600.0
 MODEL_VERSION = 1
 
 # One forecaster per seasonality setting; they share the state format, so changing the
@@ -125,6 +129,9 @@ class _Model(NamedTuple):
     since: float | None  # first time a recommendation entered the windows
     queue: float | None
     sample_time: float | None
+    # Decayed sums of prompt and output tokens/s samples: their ratio is the usual mix.
+    mix_prompt: float = 0.0
+    mix_output: float = 0.0
 
 
 def _load_model(data: dict[str, Any], *, config: PolicyConfig) -> _Model:
@@ -153,6 +160,8 @@ def _parse_model(data: dict[str, Any], *, config: PolicyConfig) -> _Model:
         since=None if since is None else float(since),
         queue=None if queue is None else float(queue),
         sample_time=None if ts is None else float(ts),
+        mix_prompt=float(data.get("mp", 0.0)),
+        mix_output=float(data.get("mo", 0.0)),
     )
 
 
@@ -166,6 +175,8 @@ def _dump_model(m: _Model) -> dict[str, Any]:
         "since": m.since,
         "q": m.queue,
         "ts": m.sample_time,
+        "mp": m.mix_prompt,
+        "mo": m.mix_output,
     }
 
 
@@ -301,20 +312,56 @@ def draining(obs: Observation, *, config: PolicyConfig, previous_queue: float | 
     )
 
 
+def work_rate(obs: Observation, *, config: PolicyConfig, model: _Model) -> float:
+    """Demand in output-token equivalents at the usual request mix.
+
+    The configured capacity (tokens/s per replica) was measured on some mix of prompt and
+    output lengths; a replica's time goes to prefill as well as decode. With k =
+    `prompt_token_weight` (the cost of a prompt token in output tokens), the load is
+    work = output + k x prompt tokens/s, and the capacity in work units is target x (1 +
+    k x usual prompt/output ratio), the ratio learned as a slowly decayed average of what
+    was served. Dividing keeps the familiar unit: at the usual mix this is the output
+    token rate; when prompts grow (long-context bursts, a shift to prefill-heavy traffic)
+    it rises although output tokens do not. Without a prompt rate: the output rate."""
+    assert obs.token_rate is not None
+    out = max(obs.token_rate, 0.0)
+    prompt = obs.prompt_token_rate
+    k = config.prompt_token_weight
+    if prompt is None or not math.isfinite(prompt) or k <= 0.0 or model.mix_output <= 0.0:
+        return out
+    ratio = model.mix_prompt / model.mix_output
+    return (out + k * max(prompt, 0.0)) / (1.0 + k * ratio)
+
+
+def _learn_mix(obs: Observation, *, model: _Model) -> _Model:
+    prompt = obs.prompt_token_rate
+    assert obs.token_rate is not None and obs.sample_time is not None
+    if prompt is None or not math.isfinite(prompt) or obs.token_rate <= 0.0:
+        return model
+    gap = 0.0 if model.sample_time is None else max(obs.sample_time - model.sample_time, 0.0)
+    keep = math.exp(-gap / MIX_TIME_CONSTANT_S)
+    return model._replace(
+        mix_prompt=float(f"{keep * model.mix_prompt + max(prompt, 0.0):.6g}"),
+        mix_output=float(f"{keep * model.mix_output + obs.token_rate:.6g}"),
+    )
+
+
 def _learn(
     obs: Observation, *, config: PolicyConfig, model: _Model, backlog_draining: bool
 ) -> _Model:
     assert obs.token_rate is not None and obs.sample_time is not None
     if model.sample_time is not None and obs.sample_time <= model.sample_time:
         return model  # the same sample as last time: nothing new to learn
+    model = _learn_mix(obs, model=model)
     if backlog_draining:
         return model._replace(sample_time=obs.sample_time)
-    fc = FORECASTER.update(model.fc, t=obs.sample_time, value=max(obs.token_rate, 0.0))
+    load = work_rate(obs, config=config, model=model)
+    fc = FORECASTER.update(model.fc, t=obs.sample_time, value=load)
     cap = model.cap
     if obs.warmed_replicas > 0 and obs.p99_seconds is not None:
         cap = CAPACITY.observe(
             cap,
-            load=obs.token_rate / obs.warmed_replicas,
+            load=load / obs.warmed_replicas,
             p99=obs.p99_seconds,
             target=config.target_tokens_per_replica,
             slo=config.latency_slo_seconds,
@@ -331,7 +378,8 @@ def recommend_for_forecast(
     fc = FORECASTERS[config.seasonality].forecast(model.fc, t=obs.now, horizon=horizon)
     # The rate served now counts too (the forecast lags a sudden rise), unless it is a
     # backlog being drained.
-    demand = fc.upper if backlog_draining else max(fc.upper, obs.token_rate)
+    now_rate = work_rate(obs, config=config, model=model)
+    demand = fc.upper if backlog_draining else max(fc.upper, now_rate)
     target = config.target_tokens_per_replica
     cap = CAPACITY.capacity(model.cap, target=target)
     usable = cap * config.headroom
@@ -339,7 +387,7 @@ def recommend_for_forecast(
     replicas = max(replicas, 1) if demand > 0 else replicas
     message = (
         f"forecast {fc.mean:.0f} tok/s (upper {fc.upper:.0f}) in {horizon:.0f} s, "
-        f"now {obs.token_rate:.0f} tok/s: needs {_replicas(replicas)} at "
+        f"now {now_rate:.0f} tok/s: needs {_replicas(replicas)} at "
         f"{config.headroom:.0%} of {cap:.0f} tok/s"
     )
     curve = CAPACITY.latency_curve(model.cap, target=target)
@@ -360,16 +408,43 @@ def recommend_for_forecast(
     return replicas, FORECAST_TOKEN_RATE, message, fc, horizon, predicted
 
 
+def _secs(x: float) -> str:
+    return f"{x:.2f}" if x >= 1.0 else f"{x:.3g}"
+
+
+def latencies(obs: Observation, config: PolicyConfig) -> list[tuple[str, float, float]]:
+    """The watched (name, P99, SLO) pairs present in the observation."""
+    out: list[tuple[str, float, float]] = []
+    if obs.p99_seconds is not None and math.isfinite(obs.p99_seconds):
+        out.append(("P99", obs.p99_seconds, config.latency_slo_seconds))
+    tpot, slo = obs.p99_tpot_seconds, config.tpot_slo_seconds
+    if tpot is not None and slo is not None and math.isfinite(tpot):
+        out.append(("P99 TPOT", tpot, slo))
+    return out
+
+
+def latency_margin_short(obs: Observation, config: PolicyConfig) -> str | None:
+    """Why a scale-down would be unsafe now: a P99 already near its SLO (None: safe)."""
+    for name, p99, slo in latencies(obs, config):
+        if p99 > config.scale_down_latency_margin * slo:
+            return (
+                f"{name} {_secs(p99)} s is above {config.scale_down_latency_margin:.0%} of its "
+                f"{slo:g} s SLO"
+            )
+    return None
+
+
 def recommend_for_reality(
     obs: Observation, *, config: PolicyConfig, model: _Model
 ) -> Blocked | None:
     """Latency or queue already bad now: at least one replica beyond the warmed ones."""
-    if obs.p99_seconds is not None and obs.p99_seconds > config.latency_slo_seconds:
-        return Blocked(
-            LATENCY_SLO,
-            f"P99 {obs.p99_seconds:.2f} s is over the {config.latency_slo_seconds:g} s SLO "
-            f"with {obs.warmed_replicas} warmed replicas",
-        )
+    for name, p99, slo in latencies(obs, config):
+        if p99 > slo:
+            return Blocked(
+                LATENCY_SLO,
+                f"{name} {_secs(p99)} s is over the {slo:g} s SLO "
+                f"with {obs.warmed_replicas} warmed replicas",
+            )
     q = obs.queue_depth
     if (
         q is not None
@@ -436,7 +511,12 @@ def recommend(
         stable_down = _clamp(max(r for _, r in model.down), config)
         window = config.scale_down_stabilization_seconds
         covered = model.since is not None and obs.now - model.since >= window
-        if not covered:
+        near_slo = latency_margin_short(obs, config)
+        if near_slo is not None:
+            final = current
+            reason = LATENCY_MARGIN
+            message = f"{message}; holding {current}: {near_slo}"
+        elif not covered:
             final = current
             reason = SCALE_DOWN_STABILIZING
             seen = 0.0 if model.since is None else obs.now - model.since

@@ -8,6 +8,12 @@ Additions by autoscaling/ (backward-compatible, all with defaults):
 - `PolicyConfig.queue_depth_per_replica`: waiting requests per warmed replica above which a
   growing queue counts as QueueBuildup.
 - `PolicyConfig.seasonality`: spec.scaling.forecast.seasonality ("Auto", "Daily", "None").
+- `PolicyConfig.tpot_slo_seconds`, `Observation.p99_tpot_seconds`: a second latency signal,
+  P99 time per output token, watched next to the configured one (None: not watched).
+- `PolicyConfig.scale_down_latency_margin`: no scale-down while a watched P99 is above this
+  share of its SLO (one replica fewer puts more load on each of the others).
+- `PolicyConfig.prompt_token_weight`, `Observation.prompt_token_rate`: prefill counted in
+  the demand (see recommender.py, "work").
 - `Decision.to_dict/from_dict`, `ScalingState.to_dict/from_dict`: the JSON-safe form kept in
   the resource's status (compact: a few KB at most; no raw history).
 """
@@ -48,6 +54,17 @@ class PolicyConfig:
     # spec.scaling.forecast.seasonality: use the learned daily profile while it predicts
     # better (Auto), whenever learned (Daily), or never (None).
     seasonality: Seasonality = "Auto"
+    # P99 time-per-output-token SLO (seconds), watched next to `latency_slo_seconds` when
+    # the observation carries it; None: not watched.
+    tpot_slo_seconds: float | None = None
+    # No scale-down while a watched P99 is above this share of its SLO: with r replicas,
+    # one fewer adds r/(r-1) of the load to each of the others, and latency grows faster
+    # than load near saturation. 1.0 turns the guard off.
+    scale_down_latency_margin: float = 0.7
+    # Cost of one prompt (prefill) token in output (decode) tokens, for demand measured as
+    # output + weight x prompt tokens/s. A 7-8B model on one A100 (vLLM) prefills about
+    # 8,000 tok/s and decodes about 1,600 tok/s at a full batch: 0.2. 0 ignores prompts.
+    prompt_token_weight: float = 0.2
 
 
 @dataclass(frozen=True)
@@ -62,6 +79,10 @@ class Observation:
     warmed_replicas: int  # Ready and warmed: the only replicas that count as capacity
     current_replicas: int  # replicas the child Deployment is set to now (incl. starting)
     measured_horizon_seconds: float | None = None  # creation → warmed, median of recent pods
+    # P99 time per output token (vllm:time_per_output_token_seconds), when known.
+    p99_tpot_seconds: float | None = None
+    # Prompt (prefill) tokens/s summed over the pods (vllm:prompt_tokens_total), when known.
+    prompt_token_rate: float | None = None
 
 
 @dataclass(frozen=True)

@@ -6,13 +6,29 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
+
+import numpy as np
 
 from modelscale.autoscaling import recommender
 from modelscale.autoscaling.types import Observation, PolicyConfig, Recommendation, ScalingState
-from modelscale.simulate.engine import SCRAPE_INTERVAL_S, View
-from modelscale.simulate.replica import ReplicaParams
+from modelscale.simulate.engine import RATE_WINDOW_S, SCRAPE_INTERVAL_S, View
+from modelscale.simulate.replica import ReplicaParams, Slo
 
 RecommendFn = Callable[..., tuple[Recommendation, ScalingState]]
+
+
+def prompt_token_rate(view: View, *, window_s: float = RATE_WINDOW_S) -> float:
+    """Prompt tokens/s over the window ending at the newest scrape, as
+    rate(vllm:prompt_tokens_total[1m]) shows it: a prompt counts when its prefill ends
+    (its first token), like the output-token rate counts tokens as they are produced."""
+    e = view._e  # the engine's per-request record, as View.p99 reads it
+    s = view.now - SCRAPE_INTERVAL_S
+    lo = np.searchsorted(e.trace.arrival_s, s - window_s - 900.0)
+    hi = np.searchsorted(e.trace.arrival_s, s, side="right")
+    at = e.ftt[lo:hi]
+    sel = (at > s - window_s) & (at <= s)
+    return float(e.trace.input_tokens[lo:hi][sel].sum() / window_s)
 
 
 class Modelscale:
@@ -29,6 +45,9 @@ class Modelscale:
         recommend: RecommendFn | None = None,
     ) -> None:
         self.name = "modelscale"
+        if config.tpot_slo_seconds is None:
+            # The simulator's TPOT SLO, which the suite does not pass in PolicyConfig yet.
+            config = replace(config, tpot_slo_seconds=Slo().tpot_s)
         self.config = config
         self.params = params
         # Injectable for tests; by default the operator's own recommender.
@@ -38,6 +57,8 @@ class Modelscale:
 
     def observe(self, view: View) -> Observation:
         return Observation(
+            p99_tpot_seconds=view.p99(signal="tpot"),
+            prompt_token_rate=prompt_token_rate(view),
             now=view.now,
             token_rate=view.token_rate(),
             p99_seconds=view.p99(signal="ttft"),
