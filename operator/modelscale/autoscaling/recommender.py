@@ -390,6 +390,21 @@ def recommend_for_forecast(
         f"now {now_rate:.0f} tok/s: needs {_replicas(replicas)} at "
         f"{config.headroom:.0%} of {cap:.0f} tok/s"
     )
+    current = obs.current_replicas
+    if 0 < replicas < current and usable > 0 and config.scale_down_hysteresis > 0:
+        # Fewer replicas only with room to spare: demand that jitters around a replica
+        # boundary would otherwise give one back and want it again a minute later, and
+        # a replica takes the whole horizon to return.
+        kept = min(
+            current,
+            math.ceil(demand * (1.0 + config.scale_down_hysteresis) / usable - 1e-9),
+        )
+        if kept > replicas:
+            message += (
+                f"; keeping {_replicas(kept)}: fewer need {config.scale_down_hysteresis:.0%} "
+                "of spare demand to scale down"
+            )
+            replicas = kept
     curve = CAPACITY.latency_curve(model.cap, target=target)
     predicted = curve.p99(demand / replicas) if replicas > 0 else None
     if predicted is not None and predicted > config.latency_slo_seconds:

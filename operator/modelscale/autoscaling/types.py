@@ -65,6 +65,10 @@ class PolicyConfig:
     # output + weight x prompt tokens/s. A 7-8B model on one A100 (vLLM) prefills about
     # 8,000 tok/s and decodes about 1,600 tok/s at a full batch: 0.2. 0 ignores prompts.
     prompt_token_weight: float = 0.2
+    # Scale down only to a count that still fits demand x (1 + this): hysteresis, so a
+    # demand that jitters around a replica boundary does not give a replica back and want
+    # it again before a new one could warm up.
+    scale_down_hysteresis: float = 0.1
 
 
 @dataclass(frozen=True)
