@@ -59,6 +59,8 @@ def observation(
         p99_seconds=signals.p99_seconds,
         queue_depth=signals.queue_depth,
         sample_time=signals.sample_time,
+        # Prefill is load too: long prompts cost capacity the output rate does not show.
+        prompt_token_rate=signals.prompt_token_rate,
         # Only warmed, Ready pods are capacity: a pod still loading serves nothing.
         warmed_replicas=sum(p.ready and p.warmed for p in live),
         current_replicas=current_replicas,
