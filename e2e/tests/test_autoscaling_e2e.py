@@ -204,7 +204,9 @@ class Monitor:
             spec_replicas = dep.spec.replicas
         except client.ApiException:
             spec_replicas = None
-        md = custom.get_namespaced_custom_object(GROUP, VERSION, self.ns, PLURAL, self.name)
+        md: dict[str, Any] = dict(
+            custom.get_namespaced_custom_object(GROUP, VERSION, self.ns, PLURAL, self.name)  # type: ignore[call-overload]
+        )
         status = md.get("status") or {}
         self.samples.append(
             Sample(
@@ -297,7 +299,7 @@ def events(kubectl: Kubectl, ns: str, name: str, reason: str) -> list[dict[str, 
 
 def event_time(event: dict[str, Any]) -> float:
     stamp = event.get("eventTime") or event.get("lastTimestamp") or event.get("firstTimestamp")
-    return from_rfc3339(stamp)
+    return from_rfc3339(str(stamp))
 
 
 def condition(sample: Sample, type_: str) -> dict[str, Any] | None:
@@ -339,11 +341,11 @@ def show(s: Sample | None) -> str:
 
 
 RAMP = (
-    Phase("low", trace_start_s=0, wall_s=60, speedup=0.8),  # ~150-220 tok/s: 1 replica
+    Phase("low", trace_start_s=0, wall_s=40, speedup=0.8),  # ~150-220 tok/s: 1 replica
     Phase("ramp x1.5", trace_start_s=1200, wall_s=30, speedup=1.5),  # ~550 tok/s: 2
     Phase("ramp x2", trace_start_s=1245, wall_s=30, speedup=2.0),  # ~700: one pod's limit
     Phase("ramp x2.5", trace_start_s=1305, wall_s=30, speedup=2.5),  # ~900: past one knee
-    Phase("peak x3", trace_start_s=1380, wall_s=45, speedup=3.0),  # ~1300: 3 replicas
+    Phase("peak x3", trace_start_s=1380, wall_s=35, speedup=3.0),  # ~1300: 3 replicas
 )
 
 
@@ -402,7 +404,7 @@ def test_load_ramp_scales_up_before_p99_breaks_and_back_down_after(
         (p for p in pods if (plan.pod_facts(p).created or 0.0) >= ramp_start - 1),
         key=lambda p: plan.pod_facts(p).created or 0.0,
     )
-    warms = [w for p in new_pods if (w := warm_time(p)) is not None]
+    warms = [t for p in new_pods if (t := warm_time(p)) is not None]
     first_new_warm = min(warms) if warms else None
     deleted_during_load = [
         (e["involvedObject"]["name"], e.get("count", 1), e["message"])
@@ -413,9 +415,9 @@ def test_load_ramp_scales_up_before_p99_breaks_and_back_down_after(
     ]
     early = requests_before_warm_up(records, pods)
 
-    def p99_of(lo: float, hi: float) -> float | None:
+    def p99_of(lo: float, hi: float) -> float:
         lat = [user_latency(r, started) for r in records if lo <= started + r.scheduled_s < hi]
-        return float(np.percentile(lat, 99, method="higher")) if lat else None
+        return float(np.percentile(lat, 99, method="higher")) if lat else math.nan
 
     summary = result.summary()
     print(
@@ -433,27 +435,26 @@ def test_load_ramp_scales_up_before_p99_breaks_and_back_down_after(
             f"{a.get('currentTokenRate')} {a.get('predictedTokenRate')} "
             f"{a.get('currentP99Seconds')} {a.get('reason')}"
         )
-    t_up = None if up is None else up.t - ramp_start
-    t_dec = (
-        None
-        if first_up_decision is None
-        else (from_rfc3339(first_up_decision["time"]) - ramp_start)
-    )
-    t_warm = None if first_new_warm is None else first_new_warm - ramp_start
+
+    def rel(t: float | None) -> str:
+        return "never" if t is None else f"{t - ramp_start:+.1f} s"
+
+    t_up = None if up is None else up.t
+    t_dec = None if first_up_decision is None else from_rfc3339(first_up_decision["time"])
     print(
-        f"ramp start -> first scale-up decision {t_dec} s (status.decisions, whole seconds); "
-        f"-> Deployment spec.replicas > 1 seen {t_up} s; -> first new pod warmed {t_warm} s"
-    )
-    print(
-        f"P99 client-side: before ramp {p99_of(started, ramp_start)}, "
-        f"ramp {p99_of(ramp_start, load_end)}, "
-        f"last 30 s of load {p99_of(load_end - 30, load_end)}; SLO {SLO_P99_S}"
+        f"from the ramp start: first scale-up decision {rel(t_dec)} (status.decisions, whole "
+        f"seconds); Deployment spec.replicas > 1 seen {rel(t_up)}; first new pod warmed "
+        f"{rel(first_new_warm)}"
     )
     print(
-        f"first client window over the SLO: "
-        f"{None if broken is None else broken.start - ramp_start}; "
+        f"P99 client-side (s): before the ramp {p99_of(started, ramp_start):.2f}, "
+        f"during it {p99_of(ramp_start, load_end):.2f}, "
+        f"last 30 s of load {p99_of(load_end - 30, load_end):.2f}; SLO {SLO_P99_S}"
+    )
+    print(
+        f"first client window over the SLO: {rel(None if broken is None else broken.start)}; "
         f"first operator currentP99Seconds over the SLO: "
-        f"{None if op_broken is None else op_broken.t - ramp_start}"
+        f"{rel(None if op_broken is None else op_broken.t)}"
     )
     never_warmed = [p["metadata"]["name"] for p in pods if warm_time(p) is None]
     print(f"pods seen: {len(pods)}; never warmed: {never_warmed}")
