@@ -30,7 +30,7 @@ from typing import Any
 from modelscale.autoscaling import forecast
 
 HORIZONS = (120.0, 600.0)
-DEFAULT_TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
+DEFAULT_TRACES = Path(__file__).resolve().parent / "traces"
 
 
 def azure_series(
