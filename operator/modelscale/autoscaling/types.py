@@ -67,8 +67,12 @@ class PolicyConfig:
     prompt_token_weight: float = 0.2
     # Scale down only to a count that still fits demand x (1 + this): hysteresis, so a
     # demand that jitters around a replica boundary does not give a replica back and want
-    # it again before a new one could warm up.
-    scale_down_hysteresis: float = 0.1
+    # it again before a new one could warm up (minutes for a GPU model server). 0.5: with
+    # headroom 0.8, scale up above 80 % of capacity, down only below ~53 %. In the trace
+    # simulator 0.1/0.2/0.3/0.5/0.8 gave 1.49/1.40/1.43/1.28/1.35x the oracle on the
+    # bursty azure-conv-x4 (cheapest setting meeting 99 % of windows); 0.5 was best or
+    # near it on every trace.
+    scale_down_hysteresis: float = 0.5
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,8 @@ CONFIG = PolicyConfig(
     scale_down_stabilization_seconds=300.0,
     max_scale_up_step=100,
     max_scale_down_step=1,
+    # The stabilisation tests below watch the window alone; hysteresis has its own tests.
+    scale_down_hysteresis=0.0,
 )
 
 
