@@ -63,8 +63,13 @@ class PolicyConfig:
     scale_down_latency_margin: float = 0.7
     # Cost of one prompt (prefill) token in output (decode) tokens, for demand measured as
     # output + weight x prompt tokens/s. A 7-8B model on one A100 (vLLM) prefills about
-    # 8,000 tok/s and decodes about 1,600 tok/s at a full batch: 0.2. 0 ignores prompts.
-    prompt_token_weight: float = 0.2
+    # 8,000 tok/s and decodes about 1,600 tok/s at a full batch: 0.2 in GPU time alone; but
+    # a prefill also stalls every running sequence's next token, so TPOT degrades faster
+    # than GPU time suggests as the prefill share grows. In the trace simulator weights
+    # 0.2/0.3/0.5/0.7/1.0 gave 1.27/1.27/1.20/1.27/1.28x the oracle on servegen-m-large
+    # (whose prompts grow while output falls) and 0.5 was best or near it on every trace.
+    # 0 ignores prompts.
+    prompt_token_weight: float = 0.5
     # Scale down only to a count that still fits demand x (1 + this): hysteresis, so a
     # demand that jitters around a replica boundary does not give a replica back and want
     # it again before a new one could warm up (minutes for a GPU model server). 0.5: with
