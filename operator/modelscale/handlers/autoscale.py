@@ -64,7 +64,7 @@ def _group_pods(raw_pods: Sequence[dict[str, Any]]) -> dict[Key, list[dict[str, 
     return grouped
 
 
-def _deployment_replicas(api: client.ApiClient, namespaces: Sequence[str]) -> dict[Key, int]:
+def _deployments(api: client.ApiClient, namespaces: Sequence[str]) -> dict[Key, kube_apply.Running]:
     apps = client.AppsV1Api(api)
     selector = f"{names.LABEL_MANAGED_BY}={names.MANAGED_BY}"
     lists = (
@@ -72,13 +72,14 @@ def _deployment_replicas(api: client.ApiClient, namespaces: Sequence[str]) -> di
         if not namespaces
         else [apps.list_namespaced_deployment(ns, label_selector=selector) for ns in namespaces]
     )
-    out: dict[Key, int] = {}
+    out: dict[Key, kube_apply.Running] = {}
     for result in lists:
         for dep in result.items:
-            meta, spec = dep.metadata, dep.spec
+            meta = dep.metadata
             owner = (meta.labels or {}).get(names.LABEL_MODELDEPLOYMENT) if meta else None
-            if meta and owner and meta.namespace and spec:
-                out[(meta.namespace, owner)] = int(spec.replicas or 0)
+            now_running = kube_apply.running(dep)
+            if meta and owner and meta.namespace and now_running:
+                out[(meta.namespace, owner)] = now_running
     return out
 
 
@@ -178,7 +179,7 @@ def run_pass(api: client.ApiClient, *, now: float) -> list[Outcome]:
     if not mds:
         return []
     pods_by_md = _group_pods(_list_pods(api, namespaces))
-    replicas_now = _deployment_replicas(api, namespaces)
+    replicas_now = _deployments(api, namespaces)
     sigs = signals.fetch(
         [md for md, _ in mds.values()],
         pods_by_md=pods_by_md,
@@ -195,7 +196,7 @@ def run_pass(api: client.ApiClient, *, now: float) -> list[Outcome]:
     for key, (md, body) in mds.items():
         if key not in replicas_now:
             continue  # not reconciled yet: nothing to scale
-        current = replicas_now[key]
+        current = replicas_now[key].replicas
         rec, state, obs = decide(
             md,
             sig=sigs.get(key, Signals()),
@@ -206,8 +207,8 @@ def run_pass(api: client.ApiClient, *, now: float) -> list[Outcome]:
         )
         applied = scaling.should_actuate(md, rec, current=current)
         try:
-            if applied:
-                kube_apply.apply(api, deployment.build(md, replicas=rec.replicas))
+            # Status first: a reconcile pass triggered by the Deployment change must find
+            # the new decision, not the old one.
             kube_status.patch_status(
                 api,
                 namespace=md.namespace,
@@ -221,7 +222,14 @@ def run_pass(api: client.ApiClient, *, now: float) -> list[Outcome]:
                     now=now,
                 ),
             )
+            if applied:
+                kube_apply.apply(
+                    api,
+                    deployment.build(md, replicas=rec.replicas),
+                    precondition=replicas_now[key].resource_version,
+                )
         except ApiException as err:
+            # 409: the Deployment changed since it was listed; the next pass decides again.
             log.warning("scaling %s/%s failed: %s %s", *key, err.status, err.reason)
             continue
         _announce(api, body, md, rec, current=current, applied=applied, now=now)

@@ -58,9 +58,8 @@ def main(argv: list[str]) -> int:
         return 1
     now = time.time()
     raw_pods = kube_status.list_pods(api, namespace=namespace, selector=names.selector_string(md))
-    current = (
-        kube_apply.deployment_replicas(api, namespace=namespace, name=names.deployment(md)) or 0
-    )
+    running = kube_apply.read_deployment(api, namespace=namespace, name=names.deployment(md))
+    current = running.replicas if running else 0
     try:
         sig = signals.fetch(
             [md],

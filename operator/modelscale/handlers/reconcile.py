@@ -41,16 +41,19 @@ def children(md: ModelDeployment, *, replicas_: int) -> list[dict[str, Any]]:
 def converge(md: ModelDeployment, body: kopf.Body | dict[str, Any], *, now: float) -> None:
     """Apply the children, then write the status once."""
     api = api_client()
-    running = kube_apply.deployment_replicas(api, namespace=md.namespace, name=names.deployment(md))
+    current = kube_apply.read_deployment(api, namespace=md.namespace, name=names.deployment(md))
     choice = replicas.choose(
         md.spec,
         status_desired=md.status.desired_replicas if md.status else None,
-        running=running,
+        running=current.replicas if current else None,
     )
     apply_error = None
     try:
         for obj in children(md, replicas_=choice.replicas):
-            applied = kube_apply.apply(api, obj)
+            # The Deployment's replicas were decided from what was read: apply only if
+            # nobody (the scaling loop) changed it since, or we would undo their scale.
+            guard = current.resource_version if current and obj["kind"] == "Deployment" else None
+            applied = kube_apply.apply(api, obj, precondition=guard)
             if applied.outcome is not kube_apply.Outcome.UNCHANGED:
                 kopf.info(
                     cast(kopf.Body, body),
@@ -59,7 +62,9 @@ def converge(md: ModelDeployment, body: kopf.Body | dict[str, Any], *, now: floa
                     + (f" with {choice.replicas} replicas" if applied.kind == "Deployment" else ""),
                 )
     except ApiException as err:
-        if err.status in (400, 403, 409, 422):
+        if err.status == 409:
+            raise kopf.TemporaryError("the Deployment changed while reconciling", delay=1) from err
+        if err.status in (400, 403, 422):
             # The apiserver refused what we built: retrying the same object cannot help.
             apply_error = (
                 f"the apiserver refused a child object ({err.status}): "
@@ -80,6 +85,10 @@ def converge(md: ModelDeployment, body: kopf.Body | dict[str, Any], *, now: floa
         apply_error=apply_error,
         now=now,
     )
+    if md.spec.scaling.mode == "Predictive":
+        # The scaling loop owns desiredReplicas in Predictive mode; writing what this pass
+        # read could put back an older decision.
+        new_status.pop("desiredReplicas", None)
     kube_status.patch_status(api, namespace=md.namespace, name=md.name, status=new_status)
 
 

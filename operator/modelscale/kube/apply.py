@@ -62,20 +62,28 @@ def _resource_version(obj: Any) -> str | None:
     return getattr(meta, "resource_version", None)
 
 
-def apply(api: client.ApiClient, desired: dict[str, Any]) -> Applied:
+def apply(
+    api: client.ApiClient, desired: dict[str, Any], *, precondition: str | None = None
+) -> Applied:
     """Converge one object to `desired` with server-side apply (force: we own it).
 
-    The read before the apply is only to name the outcome in logs and events."""
+    With `precondition` (a resourceVersion) the apply fails with 409 Conflict unless the
+    object is still at that version: for a writer whose decision depends on what it read
+    (the replicas), so two writers cannot undo each other. Without it, a read before the
+    apply only names the outcome in logs and events."""
     kind = desired["kind"]
     name = desired["metadata"]["name"]
     namespace = desired["metadata"]["namespace"]
     ops = _kind_api(api, kind)
-    try:
-        before: str | None = _resource_version(ops.read(name, namespace))
-    except ApiException as err:
-        if err.status != 404:
-            raise
-        before = None
+    before: str | None = precondition
+    if precondition is not None:
+        desired = {**desired, "metadata": {**desired["metadata"], "resourceVersion": precondition}}
+    else:
+        try:
+            before = _resource_version(ops.read(name, namespace))
+        except ApiException as err:
+            if err.status != 404:
+                raise
     after = ops.patch(
         name,
         namespace,
@@ -94,13 +102,27 @@ def apply(api: client.ApiClient, desired: dict[str, Any]) -> Applied:
     return Applied(kind=kind, name=name, outcome=outcome)
 
 
-def deployment_replicas(api: client.ApiClient, *, namespace: str, name: str) -> int | None:
-    """`spec.replicas` of a Deployment, or None when it does not exist yet."""
+@dataclass(frozen=True)
+class Running:
+    """What a Deployment runs now, and the version that was read."""
+
+    replicas: int
+    resource_version: str
+
+
+def running(dep: Any) -> Running | None:
+    meta, spec = getattr(dep, "metadata", None), getattr(dep, "spec", None)
+    if meta is None or spec is None or meta.resource_version is None:
+        return None
+    return Running(replicas=int(spec.replicas or 0), resource_version=meta.resource_version)
+
+
+def read_deployment(api: client.ApiClient, *, namespace: str, name: str) -> Running | None:
+    """The Deployment's replicas and resourceVersion, or None when it does not exist."""
     try:
         dep = client.AppsV1Api(api).read_namespaced_deployment(name, namespace)
     except ApiException as err:
         if err.status == 404:
             return None
         raise
-    replicas: int | None = dep.spec.replicas
-    return replicas
+    return running(dep)

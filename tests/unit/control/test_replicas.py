@@ -24,8 +24,9 @@ def spec(**over: Any) -> ModelDeploymentSpec:
     ("over", "status_desired", "running", "expected"),
     [
         pytest.param({}, None, None, (2, "MinReplicas"), id="new-predictive-starts-at-min"),
-        pytest.param({}, 5, 3, (5, "Autoscaler"), id="predictive-follows-autoscaler"),
-        pytest.param({}, 9, 3, (6, "Autoscaler"), id="autoscaler-clamped-to-new-max"),
+        pytest.param({}, 5, 3, (3, "Running"), id="predictive-leaves-replicas-to-scaling-loop"),
+        pytest.param({}, 5, None, (5, "Autoscaler"), id="predictive-recreates-at-last-decision"),
+        pytest.param({}, 9, 8, (6, "Running"), id="running-clamped-to-new-max"),
         pytest.param(
             {}, None, 4, (4, "Running"), id="predictive-before-first-decision-keeps-running"
         ),
