@@ -247,6 +247,10 @@ class Targets(_Model):
     )
     headroom: float = Field(default=0.8, gt=0, le=1)
     """Plan for at most this share of the capacity (0 < headroom <= 1)."""
+    time_per_output_token_p99_seconds: float | None = Field(default=None, gt=0)
+    """Optional second SLO: P99 time per output token (vLLM backend). A long-prompt burst can
+    break it while time to first token still looks fine; when set, the autoscaler also
+    scales up on it and does not scale down while it is near the limit."""
 
 
 class Forecast(_Model):

@@ -39,6 +39,7 @@ def policy_config(spec: ModelDeploymentSpec) -> PolicyConfig:
         floor_replicas=missing.floor_replicas if missing.floor_replicas is not None else 0,
         stale_after_seconds=missing.stale_after_seconds,
         seasonality=s.forecast.seasonality,
+        tpot_slo_seconds=s.targets.time_per_output_token_p99_seconds,
     )
 
 
@@ -50,6 +51,7 @@ def observation(
     current_replicas: int,
     measured_horizon: float | None,
     now: float,
+    tpot_p99: float | None = None,
 ) -> Observation:
     live = [p for p in pods if not p.terminating]
     use_measured = md.spec.scaling.forecast.use_measured_horizon
@@ -61,6 +63,7 @@ def observation(
         sample_time=signals.sample_time,
         # Prefill is load too: long prompts cost capacity the output rate does not show.
         prompt_token_rate=signals.prompt_token_rate,
+        p99_tpot_seconds=tpot_p99,
         # Only warmed, Ready pods are capacity: a pod still loading serves nothing.
         warmed_replicas=sum(p.ready and p.warmed for p in live),
         current_replicas=current_replicas,

@@ -100,6 +100,7 @@ def decide(
     current: int,
     now: float,
     history: Sequence[tuple[float, float]] = (),
+    tpot_p99: float | None = None,
 ) -> tuple[Recommendation, Any, Any]:
     """Run the policy for one ModelDeployment: (recommendation, new state, observation).
     `history` (token rate over time) seeds a forecaster that has learned nothing yet."""
@@ -111,6 +112,7 @@ def decide(
         current_replicas=current,
         measured_horizon=stats.median_seconds_to_warm,
         now=now,
+        tpot_p99=tpot_p99,
     )
     config = scaling.policy_config(md.spec)
     state = scaling.previous_state(md)
@@ -199,7 +201,8 @@ def run_pass(api: client.ApiClient, *, now: float) -> list[Outcome]:
         current = replicas_now[key].replicas
         rec, state, obs = decide(
             md,
-            sig=sigs.get(key, Signals()),
+            sig=sigs.signals.get(key, Signals()),
+            tpot_p99=sigs.tpot_p99.get(key),
             raw_pods=pods_by_md.get(key, []),
             current=current,
             now=now,

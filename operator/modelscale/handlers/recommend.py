@@ -73,10 +73,11 @@ def main(argv: list[str]) -> int:
             f"modelscale recommend: Prometheus: {err} (the operator would hold replicas)",
             file=sys.stderr,
         )
-        sig = {}
+        sig = signals.Fetched()
     rec, _, obs = autoscale.decide(
         md,
-        sig=sig.get((namespace, name), Signals()),
+        sig=sig.signals.get((namespace, name), Signals()),
+        tpot_p99=sig.tpot_p99.get((namespace, name)),
         raw_pods=raw_pods,
         current=current,
         now=now,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from modelscale.api.v1alpha1 import ModelDeployment
@@ -35,6 +36,15 @@ def _overrides(md: ModelDeployment) -> dict[str, str]:
         promql.QUEUE_DEPTH: q.queue_depth,
     }
     return {signal: expr for signal, expr in given.items() if expr}
+
+
+@dataclass
+class Fetched:
+    """Signals per ModelDeployment, and P99 time per output token for those that set a
+    TPOT SLO (a second latency objective)."""
+
+    signals: dict[Key, promql.Signals] = field(default_factory=dict)
+    tpot_p99: dict[Key, float] = field(default_factory=dict)
 
 
 def _group_key(md: ModelDeployment, default_url: str) -> GroupKey:
@@ -88,14 +98,14 @@ def fetch(
     default_url: str,
     now: float,
     strict: bool = False,
-) -> dict[Key, promql.Signals]:
+) -> Fetched:
     """Signals per ModelDeployment; a group whose Prometheus fails is simply absent (the
     policy then holds), unless `strict`, which raises PrometheusError."""
     groups: dict[GroupKey, list[ModelDeployment]] = defaultdict(list)
     for md in mds:
         groups[_group_key(md, default_url)].append(md)
     namespaces = list(settings.current.namespaces) or None
-    out: dict[Key, promql.Signals] = {}
+    out = Fetched()
     for (url, backend, signal), members in groups.items():
         owners: dict[tuple[str, str], Key] = {}
         for md in members:
@@ -126,5 +136,35 @@ def fetch(
                 raise
             continue
         opmetrics.QUERIES.inc(result.queries)
-        out.update(result.signals)
+        out.signals.update(result.signals)
+        watch_tpot = [
+            md for md in members if md.spec.scaling.targets.time_per_output_token_p99_seconds
+        ]
+        if not watch_tpot or backend != "vllm":
+            continue
+        if signal == "TimePerOutputToken":  # the primary latency already is TPOT
+            out.tpot_p99.update(
+                {k: v.p99_seconds for k, v in result.signals.items() if v.p99_seconds is not None}
+            )
+            continue
+        # One more batched query per group for the second SLO, whatever the group's size.
+        tpot_query = promql.presets(
+            backend=backend, latency_signal="TimePerOutputToken", namespaces=namespaces
+        )[promql.LATENCY_P99]
+        try:
+            tpot = prometheus.fetch_signals(
+                url=url,
+                queries={promql.LATENCY_P99: tpot_query},
+                pods=owners,
+                timeout=timeout,
+                time=now,
+            )
+        except prometheus.PrometheusError as err:
+            opmetrics.QUERY_ERRORS.inc()
+            log.warning("Prometheus %s: TPOT: %s", url, err)
+            continue
+        opmetrics.QUERIES.inc(tpot.queries)
+        out.tpot_p99.update(
+            {k: v.p99_seconds for k, v in tpot.signals.items() if v.p99_seconds is not None}
+        )
     return out

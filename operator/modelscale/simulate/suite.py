@@ -106,6 +106,7 @@ def make_policy(
             latency_slo_seconds=setup.slo.ttft_s,
             headroom=headroom if headroom is not None else DEFAULT_UTILISATION,
             default_horizon_seconds=setup.params.horizon_s,
+            tpot_slo_seconds=setup.slo.tpot_s,
         )
         return ours.Modelscale(config=config, params=setup.params, recommend=setup.recommend)
     if name == "hpa":
