@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from modelscale.api.v1alpha1 import WARMED_UP_CONDITION, from_rfc3339
 from modelscale.warmup import plan as warmup_plan
 
 # Container waiting reasons that will not fix themselves: the user must act.
@@ -37,10 +36,10 @@ NOT_FAILURES = frozenset(
 
 @dataclass(frozen=True)
 class PodFacts:
+    """What the reconcile pass and the scaling loop need to know about one pod. The
+    warm-up's own reading of the pod (`warmup.plan.pod_facts`) supplies the common part."""
+
     name: str
-    ip: str | None
-    phase: str
-    created: float | None
     terminating: bool
     containers_ready: bool
     warmed: bool
@@ -55,14 +54,8 @@ def _condition(pod: dict[str, Any], type_: str) -> dict[str, Any] | None:
     return next((c for c in conditions if c.get("type") == type_), None)
 
 
-def _is_true(pod: dict[str, Any], type_: str) -> bool:
-    cond = _condition(pod, type_)
-    return cond is not None and cond.get("status") == "True"
-
-
 def facts(pod: dict[str, Any]) -> PodFacts:
-    meta = pod.get("metadata") or {}
-    status = pod.get("status") or {}
+    common = warmup_plan.pod_facts(pod)
     scheduled = _condition(pod, "PodScheduled")
     unschedulable = (
         scheduled.get("message") or "unschedulable"
@@ -72,14 +65,14 @@ def facts(pod: dict[str, Any]) -> PodFacts:
         else None
     )
     stuck = None
-    for cs in status.get("containerStatuses") or []:
+    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
         waiting = (cs.get("state") or {}).get("waiting") or {}
         if waiting.get("reason") in STUCK_REASONS:
             stuck = (
                 f"container {cs.get('name')}: {waiting.get('reason')}: {waiting.get('message', '')}"
             )
             break
-    warm = _condition(pod, WARMED_UP_CONDITION)
+    warm = common.warmed_condition
     warmup_failure = (
         f"{warm.get('reason', '')}: {warm.get('message', '')}"
         if warm is not None
@@ -87,16 +80,13 @@ def facts(pod: dict[str, Any]) -> PodFacts:
         and warm.get("reason") not in NOT_FAILURES
         else None
     )
-    created = meta.get("creationTimestamp")
+    ready = _condition(pod, "Ready")
     return PodFacts(
-        name=meta.get("name", ""),
-        ip=status.get("podIP"),
-        phase=status.get("phase", "Pending"),
-        created=from_rfc3339(created) if isinstance(created, str) else None,
-        terminating=meta.get("deletionTimestamp") is not None,
-        containers_ready=_is_true(pod, "ContainersReady"),
-        warmed=_is_true(pod, WARMED_UP_CONDITION),
-        ready=_is_true(pod, "Ready"),
+        name=common.name,
+        terminating=common.deleting,
+        containers_ready=common.containers_ready,
+        warmed=common.warmed,
+        ready=ready is not None and ready.get("status") == "True",
         unschedulable_message=unschedulable,
         stuck_message=stuck,
         warmup_failure=warmup_failure,
