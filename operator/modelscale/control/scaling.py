@@ -112,10 +112,17 @@ def status_patch(
     state: ScalingState,
     desired: int | None,
     now: float,
+    existing_conditions: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The scaling loop's part of status: `autoscaling`, `desiredReplicas` (when acting)
     and the ScalingActive condition, merged into the conditions other writers own."""
-    existing = [c.model_dump(by_alias=True) for c in md.status.conditions] if md.status else []
+    existing = (
+        existing_conditions
+        if existing_conditions is not None
+        else [c.model_dump(by_alias=True) for c in md.status.conditions]
+        if md.status
+        else []
+    )
     autoscaling: dict[str, Any] = {
         "currentTokenRate": _round(obs.token_rate, 1),
         "predictedTokenRate": _round(rec.forecast_token_rate, 1),

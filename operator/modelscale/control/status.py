@@ -69,8 +69,10 @@ def compute(
     pod_facts: Sequence[PodFacts],
     apply_error: str | None,
     now: float,
+    existing_conditions: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """The status patch of one reconcile pass (all fields this pass owns, written once)."""
+    """The status patch of one reconcile pass (all fields this pass owns, written once).
+    `existing_conditions`: the conditions as last read (default: from `md`)."""
     live = [p for p in pod_facts if not p.terminating]
     ready = sum(p.ready for p in live)
     warmed = sum(p.warmed for p in live)
@@ -121,9 +123,14 @@ def compute(
             conditions.PROGRESSING, "False", STABLE, f"{desired} replicas ready and warmed"
         )
 
-    existing = [
-        dict(c) for c in (md.status.model_dump(by_alias=True)["conditions"] if md.status else [])
-    ]
+    existing = (
+        existing_conditions
+        if existing_conditions is not None
+        else [
+            dict(c)
+            for c in (md.status.model_dump(by_alias=True)["conditions"] if md.status else [])
+        ]
+    )
     status: dict[str, Any] = {
         "observedGeneration": md.metadata.generation,
         "replicas": replicas,

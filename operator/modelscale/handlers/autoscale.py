@@ -175,7 +175,8 @@ def run_pass(api: client.ApiClient, *, now: float) -> list[Outcome]:
             md = ModelDeployment.model_validate(body)
         except ValidationError:
             continue  # reported by the reconcile pass as Degraded/InvalidSpec
-        if md.spec.scaling.mode != "External":
+        deleting = (body.get("metadata") or {}).get("deletionTimestamp")
+        if md.spec.scaling.mode != "External" and not deleting:
             mds[md.namespace, md.name] = (md, body)
     opmetrics.MODELDEPLOYMENTS.set(len(mds))
     if not mds:
@@ -198,55 +199,85 @@ def run_pass(api: client.ApiClient, *, now: float) -> list[Outcome]:
     for key, (md, body) in mds.items():
         if key not in replicas_now:
             continue  # not reconciled yet: nothing to scale
-        current = replicas_now[key].replicas
-        rec, state, obs = decide(
-            md,
-            sig=sigs.signals.get(key, Signals()),
-            tpot_p99=sigs.tpot_p99.get(key),
-            raw_pods=pods_by_md.get(key, []),
-            current=current,
-            now=now,
-            history=histories.get(key, ()),
-        )
-        applied = scaling.should_actuate(md, rec, current=current)
         try:
-            # Status first: a reconcile pass triggered by the Deployment change must find
-            # the new decision, not the old one.
-            kube_status.patch_status(
+            outcome = _scale_one(
                 api,
-                namespace=md.namespace,
-                name=md.name,
-                status=scaling.status_patch(
-                    md,
-                    obs=obs,
-                    rec=rec,
-                    state=state,
-                    desired=rec.replicas if md.spec.scaling.mode == "Predictive" else None,
-                    now=now,
-                ),
+                md,
+                body,
+                running=replicas_now[key],
+                sigs=sigs,
+                raw_pods=pods_by_md.get(key, []),
+                history=histories.get(key, ()),
+                now=now,
             )
-            if applied:
-                kube_apply.apply(
-                    api,
-                    deployment.build(md, replicas=rec.replicas),
-                    precondition=replicas_now[key].resource_version,
-                )
-        except ApiException as err:
-            # 409: the Deployment changed since it was listed; the next pass decides again.
-            log.warning("scaling %s/%s failed: %s %s", *key, err.status, err.reason)
+        except Exception:  # one ModelDeployment must not stop the pass for the others
+            log.exception("scaling %s/%s failed", *key)
             continue
-        _announce(api, body, md, rec, current=current, applied=applied, now=now)
-        opmetrics.DECISIONS.labels(rec.reason).inc()
-        opmetrics.DESIRED.labels(*key).set(rec.replicas)
-        if rec.forecast_token_rate is not None:
-            opmetrics.FORECAST_TOKEN_RATE.labels(*key).set(rec.forecast_token_rate)
-        if obs.token_rate is not None:
-            opmetrics.CURRENT_TOKEN_RATE.labels(*key).set(obs.token_rate)
-        if rec.horizon_seconds is not None:
-            opmetrics.HORIZON.labels(*key).set(rec.horizon_seconds)
-        log.info("%s/%s: %d → %d (%s) %s", *key, current, rec.replicas, rec.reason, rec.message)
-        outcomes.append(Outcome(key=key, recommendation=rec, applied=applied, current=current))
+        if outcome is not None:
+            outcomes.append(outcome)
     return outcomes
+
+
+def _scale_one(
+    api: client.ApiClient,
+    md: ModelDeployment,
+    body: dict[str, Any],
+    *,
+    running: kube_apply.Running,
+    sigs: signals.Fetched,
+    raw_pods: Sequence[dict[str, Any]],
+    history: Sequence[tuple[float, float]],
+    now: float,
+) -> Outcome | None:
+    key = (md.namespace, md.name)
+    current = running.replicas
+    rec, state, obs = decide(
+        md,
+        sig=sigs.signals.get(key, Signals()),
+        tpot_p99=sigs.tpot_p99.get(key),
+        raw_pods=raw_pods,
+        current=current,
+        now=now,
+        history=history,
+    )
+    applied = scaling.should_actuate(md, rec, current=current)
+    if applied:
+        # The list is a few Prometheus round trips old and a Deployment's version moves with
+        # every pod status change: re-read, and act only if it still runs what we decided on.
+        fresh = kube_apply.read_deployment(api, namespace=md.namespace, name=names.deployment(md))
+        if fresh is None or fresh.replicas != current:
+            log.info("%s/%s: Deployment changed during the pass; deciding again next pass", *key)
+            return None
+        try:
+            kube_apply.apply(
+                api,
+                deployment.build(md, replicas=rec.replicas),
+                precondition=fresh.resource_version,
+            )
+        except ApiException as err:
+            if err.status != 409:
+                raise
+            log.info("%s/%s: Deployment changed while scaling; deciding again next pass", *key)
+            return None
+    desired = rec.replicas if md.spec.scaling.mode == "Predictive" else None
+    kube_status.patch_status_guarded(
+        api,
+        body=body,
+        build=lambda conds: scaling.status_patch(
+            md, obs=obs, rec=rec, state=state, desired=desired, now=now, existing_conditions=conds
+        ),
+    )
+    _announce(api, body, md, rec, current=current, applied=applied, now=now)
+    opmetrics.DECISIONS.labels(rec.reason).inc()
+    opmetrics.DESIRED.labels(*key).set(rec.replicas)
+    if rec.forecast_token_rate is not None:
+        opmetrics.FORECAST_TOKEN_RATE.labels(*key).set(rec.forecast_token_rate)
+    if obs.token_rate is not None:
+        opmetrics.CURRENT_TOKEN_RATE.labels(*key).set(obs.token_rate)
+    if rec.horizon_seconds is not None:
+        opmetrics.HORIZON.labels(*key).set(rec.horizon_seconds)
+    log.info("%s/%s: %d → %d (%s) %s", *key, current, rec.replicas, rec.reason, rec.message)
+    return Outcome(key=key, recommendation=rec, applied=applied, current=current)
 
 
 def _timed_pass() -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, cast
+from typing import Any
 
 import kopf
 from kubernetes.client.exceptions import ApiException
@@ -19,6 +19,7 @@ from modelscale.control import replicas, status, validation
 from modelscale.handlers import settings
 from modelscale.handlers.shared import api_client
 from modelscale.kube import apply as kube_apply
+from modelscale.kube import events
 from modelscale.kube import status as kube_status
 from modelscale.resources import deployment, names, pdb, service
 
@@ -55,11 +56,14 @@ def converge(md: ModelDeployment, body: kopf.Body | dict[str, Any], *, now: floa
             guard = current.resource_version if current and obj["kind"] == "Deployment" else None
             applied = kube_apply.apply(api, obj, precondition=guard)
             if applied.outcome is not kube_apply.Outcome.UNCHANGED:
-                kopf.info(
-                    cast(kopf.Body, body),
+                events.post(
+                    api,
+                    involved=dict(body),
+                    type_="Normal",
                     reason=f"{applied.kind}{applied.outcome.value.capitalize()}",
                     message=f"{applied.kind} {applied.name} {applied.outcome.value}"
                     + (f" with {choice.replicas} replicas" if applied.kind == "Deployment" else ""),
+                    now=now,
                 )
     except ApiException as err:
         if err.status == 409:
@@ -70,26 +74,39 @@ def converge(md: ModelDeployment, body: kopf.Body | dict[str, Any], *, now: floa
                 f"the apiserver refused a child object ({err.status}): "
                 f"{err.reason}: {err.body!s:.500}"
             )
-            kopf.warn(cast(kopf.Body, body), reason=status.APPLY_FAILED, message=apply_error)
+            events.post(
+                api,
+                involved=dict(body),
+                type_="Warning",
+                reason=status.APPLY_FAILED,
+                message=apply_error,
+                now=now,
+            )
         else:
             raise kopf.TemporaryError(f"applying children failed: {err.reason}", delay=10) from err
     raw_pods = kube_status.list_pods(
         api, namespace=md.namespace, selector=names.selector_string(md)
     )
-    new_status = status.compute(
-        md,
-        desired=choice.replicas,
-        deployment_status=None,
-        pods=raw_pods,
-        pod_facts=[pod_facts.facts(p) for p in raw_pods],
-        apply_error=apply_error,
-        now=now,
-    )
-    if md.spec.scaling.mode == "Predictive":
-        # The scaling loop owns desiredReplicas in Predictive mode; writing what this pass
-        # read could put back an older decision.
-        new_status.pop("desiredReplicas", None)
-    kube_status.patch_status(api, namespace=md.namespace, name=md.name, status=new_status)
+    facts = [pod_facts.facts(p) for p in raw_pods]
+
+    def build(existing: list[dict[str, Any]]) -> dict[str, Any]:
+        new_status = status.compute(
+            md,
+            desired=choice.replicas,
+            deployment_status=None,
+            pods=raw_pods,
+            pod_facts=facts,
+            apply_error=apply_error,
+            now=now,
+            existing_conditions=existing,
+        )
+        if md.spec.scaling.mode == "Predictive":
+            # The scaling loop owns desiredReplicas in Predictive mode; writing what this
+            # pass read could put back an older decision.
+            new_status.pop("desiredReplicas", None)
+        return new_status
+
+    kube_status.patch_status_guarded(api, body=body, build=build)
 
 
 def resync_all() -> None:
@@ -103,7 +120,7 @@ def resync_all() -> None:
     ):
         try:
             reconcile(body)
-        except (kopf.PermanentError, kopf.TemporaryError) as err:
+        except Exception as err:  # one ModelDeployment must not stop the others' resync
             log.warning(
                 "resync of %s/%s: %s",
                 body["metadata"].get("namespace"),
@@ -114,21 +131,36 @@ def resync_all() -> None:
 
 def reconcile(body: kopf.Body | dict[str, Any]) -> None:
     now = time.time()
+    if body.get("metadata", {}).get("deletionTimestamp"):
+        # Being deleted (foreground deletion lingers): recreating children would bring GPU
+        # pods back and block the deletion.
+        return
     try:
         md = parse(body)
     except kopf.PermanentError as err:
         # A spec that slipped past the schema: say so in status, never crash-loop.
         meta = body.get("metadata", {})
         existing = list((body.get("status") or {}).get("conditions") or [])
-        kube_status.patch_status(
-            api_client(),
-            namespace=meta["namespace"],
-            name=meta["name"],
-            status=status.invalid_spec(
-                existing, message=str(err), generation=meta.get("generation"), now=now
-            ),
-        )
-        kopf.warn(cast(kopf.Body, body), reason=INVALID_SPEC, message=str(err))
+        api = api_client()
+        message, generation = str(err), meta.get("generation")
+        previous = (body.get("status") or {}).get("conditions") or []
+        invalid = status.invalid_spec(existing, message=message, generation=generation, now=now)
+        if invalid["conditions"] != previous:  # report once, not on every resync
+            kube_status.patch_status_guarded(
+                api,
+                body=body,
+                build=lambda conds: status.invalid_spec(
+                    conds, message=message, generation=generation, now=now
+                ),
+            )
+            events.post(
+                api,
+                involved=dict(body),
+                type_="Warning",
+                reason=INVALID_SPEC,
+                message=message,
+                now=now,
+            )
         raise
     try:
         converge(md, body, now=now)

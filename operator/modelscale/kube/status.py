@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from modelscale.api.v1alpha1 import GROUP, PLURAL, VERSION
 
@@ -18,6 +20,39 @@ def patch_status(
     client.CustomObjectsApi(api).patch_namespaced_custom_object_status(
         GROUP, VERSION, namespace, PLURAL, name, {"status": status}, _content_type=MERGE_PATCH
     )
+
+
+def patch_status_guarded(
+    api: client.ApiClient,
+    *,
+    body: Mapping[str, Any],
+    build: Callable[[list[dict[str, Any]]], dict[str, Any]],
+    attempts: int = 3,
+) -> None:
+    """Merge-patch the status `build(conditions)` computes from the conditions of the
+    object as it was read, only if the object is still at that resourceVersion. A merge
+    patch replaces the conditions list whole, so two writers that each own some condition
+    types would otherwise put back each other's old ones; on a conflict, read again and
+    rebuild."""
+    meta = body["metadata"]
+    namespace, name = meta["namespace"], meta["name"]
+    version = meta.get("resourceVersion")
+    existing = list((body.get("status") or {}).get("conditions") or [])
+    for attempt in range(attempts):
+        patch: dict[str, Any] = {"status": build(existing)}
+        if version:
+            patch["metadata"] = {"resourceVersion": version}
+        try:
+            client.CustomObjectsApi(api).patch_namespaced_custom_object_status(
+                GROUP, VERSION, namespace, PLURAL, name, patch, _content_type=MERGE_PATCH
+            )
+            return
+        except ApiException as err:
+            if err.status != 409 or attempt == attempts - 1:
+                raise
+        fresh = get_modeldeployment(api, namespace=namespace, name=name)
+        version = fresh["metadata"].get("resourceVersion")
+        existing = list((fresh.get("status") or {}).get("conditions") or [])
 
 
 def list_pods(
