@@ -34,8 +34,8 @@ from kubernetes import client
 from harness import cluster as harness_cluster
 from harness import loadgen
 from harness.kubectl import Kubectl, wait_until
+from modelscale import podfacts
 from modelscale.api.v1alpha1 import from_rfc3339
-from modelscale.warmup import plan
 
 pytestmark = pytest.mark.cluster
 
@@ -218,7 +218,7 @@ class Monitor:
             )
         )
         pods = core.list_namespaced_pod(
-            self.ns, label_selector=f"{plan.MD_LABEL}={self.name}"
+            self.ns, label_selector=f"{podfacts.MD_LABEL}={self.name}"
         ).items
         for pod in pods:
             body = self.api.sanitize_for_serialization(pod)
@@ -254,7 +254,7 @@ class Monitor:
 
 def warm_time(pod: dict[str, Any]) -> float | None:
     """When the operator opened the pod's gate (creation + seconds-to-warm), if it did."""
-    facts = plan.pod_facts(pod)
+    facts = podfacts.read(pod)
     if facts.created is None or facts.seconds_to_warm is None:
         return None
     return facts.created + facts.seconds_to_warm
@@ -274,12 +274,12 @@ def requests_before_warm_up(
             p
             for p in pods
             if p["status"].get("podIP") == r.pod_ip
-            and (plan.pod_facts(p).created or math.inf) <= r.sent_at + 1.0
+            and (podfacts.read(p).created or math.inf) <= r.sent_at + 1.0
         ]
         if not owners:
             bad.append((r, "no known pod"))
             continue
-        pod = max(owners, key=lambda p: plan.pod_facts(p).created or 0.0)
+        pod = max(owners, key=lambda p: podfacts.read(p).created or 0.0)
         opened = warm_time(pod)
         if opened is None or r.sent_at < opened:
             bad.append((r, pod["metadata"]["name"]))
@@ -307,9 +307,9 @@ def condition(sample: Sample, type_: str) -> dict[str, Any] | None:
 
 
 def warmed_pods(kubectl: Kubectl, ns: str, name: str) -> list[dict[str, Any]]:
-    items = kubectl.json("-n", ns, "get", "pods", "-l", f"{plan.MD_LABEL}={name}")["items"]
+    items = kubectl.json("-n", ns, "get", "pods", "-l", f"{podfacts.MD_LABEL}={name}")["items"]
     return [
-        p for p in items if not p["metadata"].get("deletionTimestamp") and plan.pod_facts(p).warmed
+        p for p in items if not p["metadata"].get("deletionTimestamp") and podfacts.read(p).warmed
     ]
 
 
@@ -401,8 +401,8 @@ def test_load_ramp_scales_up_before_p99_breaks_and_back_down_after(
     )
     pods = list(mon.pods.values())
     new_pods = sorted(
-        (p for p in pods if (plan.pod_facts(p).created or 0.0) >= ramp_start - 1),
-        key=lambda p: plan.pod_facts(p).created or 0.0,
+        (p for p in pods if (podfacts.read(p).created or 0.0) >= ramp_start - 1),
+        key=lambda p: podfacts.read(p).created or 0.0,
     )
     warms = [t for p in new_pods if (t := warm_time(p)) is not None]
     first_new_warm = min(warms) if warms else None

@@ -18,12 +18,14 @@ import pytest
 
 from harness import loadgen
 from harness.kubectl import Kubectl, wait_until
-from modelscale.warmup import client, plan
+from modelscale import podfacts
+from modelscale.api.v1alpha1 import WarmUp
+from modelscale.warmup import client, reasons
 
 pytestmark = pytest.mark.cluster
 
 TRACE = pathlib.Path(__file__).resolve().parents[1] / "traces" / "azure2023_conv_normalized.csv.gz"
-GATE = plan.CONDITION_TYPE
+GATE = podfacts.CONDITION_TYPE
 
 
 def modeldeployment(
@@ -64,13 +66,13 @@ def modeldeployment(
 
 def pods_of(kubectl: Kubectl, ns: str, name: str) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = kubectl.json(
-        "-n", ns, "get", "pods", "-l", f"{plan.MD_LABEL}={name}"
+        "-n", ns, "get", "pods", "-l", f"{podfacts.MD_LABEL}={name}"
     )["items"]
     return [p for p in items if not p["metadata"].get("deletionTimestamp")]
 
 
 def gate(pod: dict[str, Any]) -> dict[str, Any]:
-    facts = plan.pod_facts(pod)
+    facts = podfacts.read(pod)
     return dict(facts.warmed_condition or {})
 
 
@@ -80,7 +82,7 @@ def ready_ips(kube_api: Any, ns: str, service: str) -> set[str]:
 
 def warm_time(pod: dict[str, Any]) -> float:
     """The moment the operator decided to open the gate (creation + seconds-to-warm)."""
-    facts = plan.pod_facts(pod)
+    facts = podfacts.read(pod)
     assert facts.created is not None and facts.seconds_to_warm is not None, pod["metadata"]
     return facts.created + facts.seconds_to_warm
 
@@ -98,7 +100,7 @@ def watch_gate_and_endpoints(
         ips = ready_ips(kube_api, ns, name)
         pods = pods_of(kubectl, ns, name)
         if len(pods) == 1 and pods[0]["status"].get("podIP"):
-            facts = plan.pod_facts(pods[0])
+            facts = podfacts.read(pods[0])
             seen.append((facts.containers_ready, facts.warmed, facts.ip in ips))
             if facts.warmed and facts.ip in ips:
                 return seen
@@ -120,14 +122,14 @@ def test_new_pod_gets_traffic_only_after_its_warm_up(
     assert not [s for s in seen if s[2] and not s[1]], seen
     (pod,) = pods_of(kubectl, namespace, "toy")
     condition = gate(pod)
-    assert condition["reason"] == plan.REASON_WARMED_UP
+    assert condition["reason"] == reasons.WARMED_UP
     # The cold toy model needed more than `count` requests before latencies settled.
     requests = int(condition["message"].split("warmed up with ")[1].split()[0])
     assert requests >= 6 + 3, condition["message"]
-    facts = plan.pod_facts(pod)
+    facts = podfacts.read(pod)
     assert facts.seconds_to_ready is not None and facts.seconds_to_warm is not None
     assert facts.seconds_to_warm >= facts.seconds_to_ready
-    assert int(facts.annotations[plan.ANNOTATION_DELETION_COST]) >= 0
+    assert int(facts.annotations[podfacts.ANNOTATION_DELETION_COST]) >= 0
     print(
         f"\nWARM-UP pod {facts.name}: creation->containers ready {facts.seconds_to_ready:.1f} s,"
         f" creation->warmed {facts.seconds_to_warm:.1f} s; {condition['message']}"
@@ -204,7 +206,7 @@ def test_model_that_fails_to_load_gets_its_pod_replaced(
         return [
             e
             for e in events
-            if e.get("reason") == plan.REASON_GAVE_UP
+            if e.get("reason") == reasons.GAVE_UP
             and e["involvedObject"]["kind"] == "ModelDeployment"
         ]
 
@@ -230,7 +232,7 @@ def test_operator_restart_mid_warm_up_resumes_it(
 
     def in_progress() -> bool:
         return any(
-            gate(p).get("reason") == plan.REASON_IN_PROGRESS
+            gate(p).get("reason") == reasons.IN_PROGRESS
             for p in pods_of(kubectl, namespace, "slow")
         )
 
@@ -244,10 +246,10 @@ def test_operator_restart_mid_warm_up_resumes_it(
         what="the pod warmed after the operator restart",
     )
     condition = gate(pod)
-    assert condition["reason"] == plan.REASON_WARMED_UP
+    assert condition["reason"] == reasons.WARMED_UP
     # The gate was opened by the new operator process, after the old one was stopped.
     assert warm_time(pod) > restarted_at
-    assert plan.pod_facts(pod).attempts == 0  # an interrupted attempt is not a failure
+    assert podfacts.read(pod).attempts == 0  # an interrupted attempt is not a failure
     print(f"\nRESTART resumed: {condition['message']}")
 
 
@@ -275,7 +277,9 @@ def test_scale_down_removes_the_least_loaded_pod_first(
         with contextlib.suppress(client.StoppedError):
             client.run_warmup(
                 target=client.Target(host=newest["status"]["podIP"], model="toy_llm"),
-                settings=plan.WarmupSettings(protocol="HTTP", count=100_000, concurrency=2),
+                # A load generator, not a warm-up: a budget beyond the API's bound of 10,000
+                # requests per pod keeps the pod busy until the test stops it.
+                settings=WarmUp.model_construct(protocol="HTTP", count=100_000, concurrency=2),
                 stop=stop,
             )
 
@@ -286,7 +290,7 @@ def test_scale_down_removes_the_least_loaded_pod_first(
         def costs() -> dict[str, int] | None:
             now = {
                 p["metadata"]["uid"]: int(
-                    plan.pod_facts(p).annotations.get(plan.ANNOTATION_DELETION_COST, "-1")
+                    podfacts.read(p).annotations.get(podfacts.ANNOTATION_DELETION_COST, "-1")
                 )
                 for p in pods_of(kubectl, namespace, "toy")
             }

@@ -9,9 +9,9 @@ import sys
 # command -> (module, function taking argv and returning an exit code, help)
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "crd": ("modelscale.api.crd", "main", "print the ModelDeployment CRD YAML"),
-    "run": ("modelscale.handlers.run", "main", "run the operator"),
+    "run": ("modelscale.commands.run", "main", "run the operator"),
     "recommend": (
-        "modelscale.handlers.recommend",
+        "modelscale.commands.recommend",
         "main",
         "print what the autoscaler would do now for NAMESPACE/NAME, and why",
     ),

@@ -15,7 +15,8 @@ from collections.abc import Iterator
 import pytest
 
 from harness import triton
-from modelscale.warmup import client, plan
+from modelscale.api.v1alpha1 import WarmUp, WarmUpProtocol, WarmUpSuccess
+from modelscale.warmup import client, reasons
 
 pytestmark = pytest.mark.triton
 
@@ -136,12 +137,12 @@ def _target(server: triton.LocalTriton, model: str = "toy_llm") -> client.Target
     "protocol", [pytest.param("HTTP", id="http"), pytest.param("GRPC", id="grpc")]
 )
 def test_warm_up_succeeds_and_reports_measured_figures(
-    warm_server: triton.LocalTriton, protocol: plan.Protocol
+    warm_server: triton.LocalTriton, protocol: WarmUpProtocol
 ) -> None:
-    settings = plan.WarmupSettings(protocol=protocol, count=6, concurrency=2)
+    settings = WarmUp(protocol=protocol, count=6, concurrency=2)
     result = client.run_warmup(target=_target(warm_server), settings=settings)
     assert result.ok, result.message
-    assert result.reason == plan.REASON_WARMED_UP
+    assert result.reason == reasons.WARMED_UP
     assert result.requests >= 6
     assert len(result.latencies) == result.requests
     assert result.median_latency_seconds is not None and result.median_latency_seconds > 0
@@ -173,31 +174,35 @@ def test_explicit_requests_with_parameters_are_sent(warm_server: triton.LocalTri
             ],
         }
     }
-    result = client.run_warmup(target=_target(warm_server), settings=plan.settings_from_spec(spec))
+    settings = WarmUp.model_validate(spec["warmUp"])
+    result = client.run_warmup(target=_target(warm_server), settings=settings)
     assert result.ok, result.message
 
 
 def test_unknown_explicit_input_fails_with_a_message(warm_server: triton.LocalTriton) -> None:
-    spec = {"warmUp": {"protocol": "HTTP", "requests": [{"inputs": {"prompt": "x"}}]}}
-    result = client.run_warmup(target=_target(warm_server), settings=plan.settings_from_spec(spec))
+    prompt = {"datatype": "BYTES", "shape": [1], "data": ["x"]}
+    settings = WarmUp.model_validate(
+        {"protocol": "HTTP", "requests": [{"inputs": {"prompt": prompt}}]}
+    )
+    result = client.run_warmup(target=_target(warm_server), settings=settings)
     assert not result.ok
-    assert result.reason == plan.REASON_INVALID_REQUEST
+    assert result.reason == reasons.INVALID_REQUEST
     assert "prompt" in result.message and "text_input" in result.message
 
 
 def test_decoupled_model_is_warmed_over_a_grpc_stream(warm_server: triton.LocalTriton) -> None:
     # HTTP cannot serve a decoupled model; the adapter switches to a gRPC stream.
-    settings = plan.WarmupSettings(protocol="HTTP", count=4, concurrency=2)
+    settings = WarmUp(protocol="HTTP", count=4, concurrency=2)
     result = client.run_warmup(target=_target(warm_server, STREAM_MODEL), settings=settings)
     assert result.ok, result.message
 
 
 def test_cold_model_is_warmed_until_latencies_settle(cold_server: triton.LocalTriton) -> None:
-    settings = plan.WarmupSettings(
+    settings = WarmUp(
         protocol="GRPC",
         count=4,
         concurrency=1,
-        success=plan.SuccessCriteria(stable_last_n=3, max_latency_factor=1.5),
+        success=WarmUpSuccess(stable_last_n=3, max_latency_factor=1.5),
     )
     result = client.run_warmup(target=_target(cold_server), settings=settings)
     assert result.ok, result.message
@@ -219,7 +224,7 @@ def test_cold_model_is_warmed_until_latencies_settle(cold_server: triton.LocalTr
 
 def test_stop_interrupts_a_warm_up(cold_server: triton.LocalTriton) -> None:
     stop = threading.Event()
-    settings = plan.WarmupSettings(protocol="HTTP", count=1000, concurrency=1)
+    settings = WarmUp(protocol="HTTP", count=1000, concurrency=1)
     timer = threading.Timer(1.5, stop.set)
     timer.start()
     try:
@@ -230,9 +235,9 @@ def test_stop_interrupts_a_warm_up(cold_server: triton.LocalTriton) -> None:
 
 
 def test_model_that_fails_to_load_yields_a_failure(failing_server: triton.LocalTriton) -> None:
-    settings = plan.WarmupSettings(protocol="HTTP", timeout_seconds=3.0)
+    settings = WarmUp(protocol="HTTP", timeout_seconds=3.0)
     result = client.run_warmup(target=_target(failing_server), settings=settings)
     assert not result.ok
-    assert result.reason == plan.REASON_MODEL_NOT_READY
+    assert result.reason == reasons.MODEL_NOT_READY
     # The server answered (it is live): the reason names what was not ready.
     assert "not ready" in result.message and "ConnectionRefused" not in result.message

@@ -24,6 +24,7 @@ Conventions:
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -600,10 +601,37 @@ class ModelDeployment(_Lenient):
         return self.metadata.namespace
 
 
-def to_api(model: BaseModel) -> dict[str, Any]:
-    """Serialise for the Kubernetes API: camelCase keys, JSON types, no `None` values."""
-    data: dict[str, Any] = model.model_dump(by_alias=True, exclude_none=True, mode="json")
+class NotSerialisableError(ValueError):
+    """A model holds a value the Kubernetes API cannot take (NaN or infinity)."""
+
+
+def to_api(model: BaseModel, *, patch: bool = False) -> dict[str, Any]:
+    """Serialise for the Kubernetes API: camelCase keys, JSON types.
+
+    Whole objects (default): no `None` values. `patch=True` gives a JSON merge patch: only
+    the fields the model was built with, so keys other writers own are left alone, and a
+    field set to `None` is written as `null`, which removes it. NaN and infinity raise
+    `NotSerialisableError` naming the field (`allow_nan=False` semantics): the apiserver
+    would refuse the whole patch with a message that names nothing."""
+    data: dict[str, Any] = model.model_dump(
+        by_alias=True, mode="json", exclude_none=not patch, exclude_unset=patch
+    )
+    _refuse_non_finite(data, path="", model=type(model).__name__)
     return data
+
+
+def _refuse_non_finite(value: Any, *, path: str, model: str) -> None:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise NotSerialisableError(
+            f"{model}: {path or 'value'} is {value}; the Kubernetes API takes only finite "
+            "numbers: fix what computed it (a division by zero, an empty series?)"
+        )
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _refuse_non_finite(item, path=f"{path}.{key}" if path else str(key), model=model)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _refuse_non_finite(item, path=f"{path}[{i}]", model=model)
 
 
 def to_rfc3339(ts: float) -> str:

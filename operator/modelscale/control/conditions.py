@@ -1,56 +1,50 @@
-"""Conditions the Kubernetes way: `lastTransitionTime` moves only when `status` changes."""
+"""Conditions the Kubernetes way: `lastTransitionTime` moves only when `status` changes.
+
+One condition type everywhere: the API's `Condition` (what status holds), built with
+`condition(...)` and merged by type with `merge(...)`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Literal
+from collections.abc import Sequence
 
-from modelscale.api.v1alpha1 import to_rfc3339 as timestamp
-
-ConditionStatus = Literal["True", "False", "Unknown"]
+from modelscale.api.v1alpha1 import Condition, ConditionStatus, to_rfc3339
 
 AVAILABLE = "Available"
 PROGRESSING = "Progressing"
 DEGRADED = "Degraded"
 SCALING_ACTIVE = "ScalingActive"
 
+_ORDER = {AVAILABLE: 0, PROGRESSING: 1, DEGRADED: 2, SCALING_ACTIVE: 3}
 
-@dataclass(frozen=True)
-class Condition:
-    type: str
-    status: ConditionStatus
-    reason: str
-    message: str
+
+def condition(type_: str, status: ConditionStatus, reason: str, message: str) -> Condition:
+    """A condition as a pass decides it; `merge` adds the times and the generation."""
+    return Condition(type=type_, status=status, reason=reason, message=message)
 
 
 def merge(
-    existing: list[dict[str, Any]],
-    updates: list[Condition],
+    existing: Sequence[Condition],
+    updates: Sequence[Condition],
     *,
     now: float,
     generation: int | None,
-) -> list[dict[str, Any]]:
+) -> list[Condition]:
     """Return `existing` with `updates` applied; conditions not updated are kept as they
     are, so two writers that own different condition types do not erase each other."""
-    by_type = {c.get("type"): dict(c) for c in existing}
+    by_type = {c.type: c for c in existing}
     for cond in updates:
         old = by_type.get(cond.type)
-        changed = old is None or old.get("status") != cond.status
-        by_type[cond.type] = {
-            "type": cond.type,
-            "status": cond.status,
-            "reason": cond.reason,
-            "message": cond.message,
-            "lastTransitionTime": timestamp(now)
-            if changed or old is None
-            else old.get("lastTransitionTime", timestamp(now)),
-            "observedGeneration": generation,
-        }
-    order = {AVAILABLE: 0, PROGRESSING: 1, DEGRADED: 2, SCALING_ACTIVE: 3}
-    return sorted(
-        by_type.values(), key=lambda c: (order.get(str(c.get("type")), 99), str(c.get("type")))
-    )
+        changed = old is None or old.status != cond.status
+        since = (
+            to_rfc3339(now)
+            if changed or old is None or old.last_transition_time is None
+            else old.last_transition_time
+        )
+        by_type[cond.type] = cond.model_copy(
+            update={"last_transition_time": since, "observed_generation": generation}
+        )
+    return sorted(by_type.values(), key=lambda c: (_ORDER.get(c.type, 99), c.type))
 
 
-def find(conditions: list[dict[str, Any]], type_: str) -> dict[str, Any] | None:
-    return next((c for c in conditions if c.get("type") == type_), None)
+def find(conditions: Sequence[Condition], type_: str) -> Condition | None:
+    return next((c for c in conditions if c.type == type_), None)

@@ -4,14 +4,21 @@ operator writes. Pure: the scaling loop in handlers/ does the I/O around it."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
-from modelscale.api.v1alpha1 import ModelDeployment, ModelDeploymentSpec, to_rfc3339
+from modelscale.api.v1alpha1 import (
+    AutoscalingStatus,
+    Condition,
+    ModelDeployment,
+    ModelDeploymentSpec,
+    ModelDeploymentStatus,
+    ScalingDecision,
+    to_rfc3339,
+)
 from modelscale.autoscaling.types import Observation, PolicyConfig, Recommendation, ScalingState
 from modelscale.control import conditions
-from modelscale.control.conditions import Condition
-from modelscale.control.pods import PodFacts
+from modelscale.control.conditions import condition
 from modelscale.metrics.promql import Signals
+from modelscale.podfacts import PodFacts
 
 # Reasons for the ScalingActive condition.
 SCALING_ACTIVE = "Active"
@@ -53,7 +60,7 @@ def observation(
     now: float,
     tpot_p99: float | None = None,
 ) -> Observation:
-    live = [p for p in pods if not p.terminating]
+    live = [p for p in pods if not p.deleting]
     use_measured = md.spec.scaling.forecast.use_measured_horizon
     return Observation(
         now=now,
@@ -83,28 +90,28 @@ def should_actuate(md: ModelDeployment, rec: Recommendation, *, current: int) ->
 def scaling_condition(md: ModelDeployment, rec: Recommendation) -> Condition:
     mode = md.spec.scaling.mode
     if rec.reason in METRIC_REASONS:
-        return Condition(
+        return condition(
             conditions.SCALING_ACTIVE, "False", METRICS_UNAVAILABLE, f"{rec.reason}: {rec.message}"
         )
     if mode == "RecommendOnly":
-        return Condition(
+        return condition(
             conditions.SCALING_ACTIVE,
             "False",
             SCALING_RECOMMEND_ONLY,
             f"recommending {rec.replicas} replicas without acting ({rec.reason})",
         )
     if mode == "External":
-        return Condition(
+        return condition(
             conditions.SCALING_ACTIVE, "False", SCALING_EXTERNAL, "spec.replicas decides"
         )
-    return Condition(conditions.SCALING_ACTIVE, "True", SCALING_ACTIVE, rec.message)
+    return condition(conditions.SCALING_ACTIVE, "True", SCALING_ACTIVE, rec.message)
 
 
 def _round(value: float | None, digits: int = 3) -> float | None:
     return None if value is None else round(value, digits)
 
 
-def status_patch(
+def status(
     md: ModelDeployment,
     *,
     obs: Observation,
@@ -112,39 +119,38 @@ def status_patch(
     state: ScalingState,
     desired: int | None,
     now: float,
-    existing_conditions: list[dict[str, Any]] | None = None,
-) -> dict[str, Any]:
+    existing_conditions: Sequence[Condition] | None = None,
+) -> ModelDeploymentStatus:
     """The scaling loop's part of status: `autoscaling`, `desiredReplicas` (when acting)
     and the ScalingActive condition, merged into the conditions other writers own."""
     existing = (
         existing_conditions
         if existing_conditions is not None
-        else [c.model_dump(by_alias=True) for c in md.status.conditions]
+        else md.status.conditions
         if md.status
         else []
     )
-    autoscaling: dict[str, Any] = {
-        "currentTokenRate": _round(obs.token_rate, 1),
-        "predictedTokenRate": _round(rec.forecast_token_rate, 1),
-        "currentP99Seconds": _round(obs.p99_seconds),
-        "predictedP99Seconds": _round(rec.forecast_p99_seconds),
-        "horizonSeconds": _round(rec.horizon_seconds, 1),
-        "recommendedReplicas": rec.replicas,
-        "reason": rec.reason,
-        "message": rec.message,
-        "lastScaleTime": to_rfc3339(state.last_scale_time) if state.last_scale_time else None,
-        "decisions": [
-            {"time": to_rfc3339(d.time), "replicas": d.replicas, "reason": d.reason}
+    autoscaling = AutoscalingStatus(
+        current_token_rate=_round(obs.token_rate, 1),
+        predicted_token_rate=_round(rec.forecast_token_rate, 1),
+        current_p99_seconds=_round(obs.p99_seconds),
+        predicted_p99_seconds=_round(rec.forecast_p99_seconds),
+        horizon_seconds=_round(rec.horizon_seconds, 1),
+        recommended_replicas=rec.replicas,
+        reason=rec.reason,
+        message=rec.message,
+        last_scale_time=to_rfc3339(state.last_scale_time) if state.last_scale_time else None,
+        decisions=[
+            ScalingDecision(time=to_rfc3339(d.time), replicas=d.replicas, reason=d.reason)
             for d in state.decisions[-10:]
         ],
-        "state": state.to_dict(),
-    }
-    patch: dict[str, Any] = {
-        "autoscaling": autoscaling,
-        "conditions": conditions.merge(
-            existing, [scaling_condition(md, rec)], now=now, generation=md.metadata.generation
-        ),
-    }
-    if desired is not None:
-        patch["desiredReplicas"] = desired
-    return patch
+        state=state.to_dict(),
+    )
+    merged = conditions.merge(
+        existing, [scaling_condition(md, rec)], now=now, generation=md.metadata.generation
+    )
+    if desired is None:
+        return ModelDeploymentStatus(autoscaling=autoscaling, conditions=merged)
+    return ModelDeploymentStatus(
+        autoscaling=autoscaling, conditions=merged, desired_replicas=desired
+    )

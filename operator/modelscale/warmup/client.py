@@ -2,7 +2,7 @@
 
 Blocking code (tritonclient's HTTP client is gevent-based, its gRPC client blocks): call it
 from a thread, never from an async handler. What to send and when to stop is decided by the
-pure `warmup.plan`; this module only talks to the server and measures.
+pure `warmup.inputs` and `warmup.verdict`; this module only talks to the server and measures.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from typing import Any, Protocol
 import numpy as np
 from prometheus_client.parser import text_string_to_metric_families
 
-from modelscale.warmup import plan
+from modelscale.api.v1alpha1 import WarmUp, WarmUpProtocol
+from modelscale.warmup import inputs, reasons, verdict
 
 log = logging.getLogger(__name__)
 
@@ -50,13 +51,13 @@ class _Client(Protocol):
     def close(self) -> None: ...
 
 
-def _url(target: Target, protocol: plan.Protocol) -> str:
+def _url(target: Target, protocol: WarmUpProtocol) -> str:
     port = target.http_port if protocol == "HTTP" else target.grpc_port
     host = f"[{target.host}]" if ":" in target.host else target.host
     return f"{host}:{port}"
 
 
-def _connect(target: Target, protocol: plan.Protocol, timeout: float) -> Any:
+def _connect(target: Target, protocol: WarmUpProtocol, timeout: float) -> Any:
     if protocol == "HTTP":
         import tritonclient.http as httpclient  # noqa: PLC0415 (gevent: import only if used)
 
@@ -68,29 +69,29 @@ def _connect(target: Target, protocol: plan.Protocol, timeout: float) -> Any:
     return grpcclient.InferenceServerClient(_url(target, protocol))
 
 
-def _numpy(tensor: plan.Tensor) -> Any:
+def _numpy(tensor: inputs.Tensor) -> Any:
     from tritonclient.utils import triton_to_np_dtype  # noqa: PLC0415
 
     dtype = np.object_ if tensor.datatype == "BYTES" else triton_to_np_dtype(tensor.datatype)
     return np.array(list(tensor.values), dtype=dtype).reshape(tensor.shape)
 
 
-def _build_inputs(template: plan.RequestTemplate, protocol: plan.Protocol) -> tuple[Any, Any]:
+def _build_inputs(template: inputs.RequestTemplate, protocol: WarmUpProtocol) -> tuple[Any, Any]:
     if protocol == "HTTP":
         import tritonclient.http as mod  # noqa: PLC0415
     else:
         import tritonclient.grpc as mod  # noqa: PLC0415
-    inputs = []
+    infer_inputs = []
     for tensor in template.tensors:
         inp = mod.InferInput(tensor.name, list(tensor.shape), tensor.datatype)
         inp.set_data_from_numpy(_numpy(tensor))
-        inputs.append(inp)
+        infer_inputs.append(inp)
     outputs = [mod.InferRequestedOutput(name) for name in template.outputs] or None
-    return inputs, outputs
+    return infer_inputs, outputs
 
 
 def _wait_ready(
-    *, target: Target, protocol: plan.Protocol, deadline: float, stop: threading.Event
+    *, target: Target, protocol: WarmUpProtocol, deadline: float, stop: threading.Event
 ) -> tuple[Any, str]:
     """A connected client once server and model are ready; raises TimeoutError with the
     last thing that was not ready."""
@@ -125,7 +126,7 @@ def _wait_ready(
             client.close()
 
 
-def _metadata(client: Any, *, target: Target, protocol: plan.Protocol) -> tuple[Any, Any]:
+def _metadata(client: Any, *, target: Target, protocol: WarmUpProtocol) -> tuple[Any, Any]:
     if protocol == "HTTP":
         return (
             client.get_model_metadata(target.model, target.model_version),
@@ -137,19 +138,19 @@ def _metadata(client: Any, *, target: Target, protocol: plan.Protocol) -> tuple[
     )
 
 
-Sender = Callable[[plan.RequestTemplate, str], None]
+Sender = Callable[[inputs.RequestTemplate, str], None]
 
 
-def _unary_sender(target: Target, protocol: plan.Protocol, timeout: float) -> tuple[Sender, Any]:
+def _unary_sender(target: Target, protocol: WarmUpProtocol, timeout: float) -> tuple[Sender, Any]:
     client = _connect(target, protocol, timeout=timeout)
 
-    def send(template: plan.RequestTemplate, request_id: str) -> None:
-        inputs, outputs = _build_inputs(template, protocol)
+    def send(template: inputs.RequestTemplate, request_id: str) -> None:
+        infer_inputs, outputs = _build_inputs(template, protocol)
         params = dict(template.parameters) or None
         if protocol == "HTTP":
             client.infer(
                 target.model,
-                inputs,
+                infer_inputs,
                 model_version=target.model_version,
                 outputs=outputs,
                 request_id=request_id,
@@ -158,7 +159,7 @@ def _unary_sender(target: Target, protocol: plan.Protocol, timeout: float) -> tu
         else:
             client.infer(
                 target.model,
-                inputs,
+                infer_inputs,
                 model_version=target.model_version,
                 outputs=outputs,
                 request_id=request_id,
@@ -178,11 +179,11 @@ def _stream_sender(target: Target, timeout: float) -> tuple[Sender, Any]:
     responses: queue.Queue[tuple[Any, Any]] = queue.Queue()
     client.start_stream(callback=lambda result, error: responses.put((result, error)))
 
-    def send(template: plan.RequestTemplate, request_id: str) -> None:
-        inputs, outputs = _build_inputs(template, "GRPC")
+    def send(template: inputs.RequestTemplate, request_id: str) -> None:
+        infer_inputs, outputs = _build_inputs(template, "GRPC")
         client.async_stream_infer(
             target.model,
-            inputs,
+            infer_inputs,
             model_version=target.model_version,
             outputs=outputs,
             request_id=request_id,
@@ -212,25 +213,25 @@ def _stream_sender(target: Target, timeout: float) -> tuple[Sender, Any]:
 def _send_until_settled(
     *,
     target: Target,
-    protocol: plan.Protocol,
+    protocol: WarmUpProtocol,
     decoupled: bool,
-    templates: tuple[plan.RequestTemplate, ...],
-    settings: plan.WarmupSettings,
+    templates: tuple[inputs.RequestTemplate, ...],
+    settings: WarmUp,
     stop: threading.Event,
     started: float,
-) -> plan.WarmupResult:
+) -> verdict.WarmupResult:
     """Send requests with `concurrency` workers (one client each: tritonclient's clients
     are not thread-safe) until the plan's verdict is in."""
     lock = threading.Lock()
-    samples: list[plan.Sample] = []
-    verdict: list[plan.WarmupResult] = []
+    samples: list[verdict.Sample] = []
+    verdicts: list[verdict.WarmupResult] = []
     issued = 0
-    limit = plan.budget(settings=settings)
+    limit = verdict.budget(settings=settings)
 
     def claim() -> int | None:
         nonlocal issued
         with lock:
-            if verdict or issued >= limit or stop.is_set():
+            if verdicts or issued >= limit or stop.is_set():
                 return None
             issued += 1
             return issued - 1
@@ -246,23 +247,23 @@ def _send_until_settled(
                 t0 = time.perf_counter()
                 try:
                     send(template, f"warm-up-{index}")
-                    sample = plan.Sample(ok=True, latency_seconds=time.perf_counter() - t0)
+                    sample = verdict.Sample(ok=True, latency_seconds=time.perf_counter() - t0)
                 except Exception as err:
-                    sample = plan.Sample(
+                    sample = verdict.Sample(
                         ok=False,
                         latency_seconds=time.perf_counter() - t0,
                         error=f"{type(err).__name__}: {err}",
                     )
                 with lock:
                     samples.append(sample)
-                    if not verdict:
-                        result = plan.judge(
+                    if not verdicts:
+                        result = verdict.judge(
                             samples=samples,
                             settings=settings,
                             duration_seconds=time.monotonic() - started,
                         )
                         if result is not None:
-                            verdict.append(result)
+                            verdicts.append(result)
         finally:
             closer.close()
 
@@ -270,13 +271,13 @@ def _send_until_settled(
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="warmup-req") as pool:
         for future in [pool.submit(worker) for _ in range(workers)]:
             future.result()
-    if stop.is_set() and not verdict:
+    if stop.is_set() and not verdicts:
         raise StoppedError
-    if verdict:
-        return verdict[0]
+    if verdicts:
+        return verdicts[0]
     # Every worker stopped without a verdict: only possible if the budget was empty.
-    return plan.failure(
-        reason=plan.REASON_NOT_STABLE,
+    return verdict.failure(
+        reason=reasons.NOT_STABLE,
         message="no warm-up requests were sent",
         samples=samples,
         duration_seconds=time.monotonic() - started,
@@ -284,8 +285,8 @@ def _send_until_settled(
 
 
 def run_warmup(
-    *, target: Target, settings: plan.WarmupSettings, stop: threading.Event | None = None
-) -> plan.WarmupResult:
+    *, target: Target, settings: WarmUp, stop: threading.Event | None = None
+) -> verdict.WarmupResult:
     """Wait for the server and model, read the metadata, and send warm-up requests until
     the plan says the model has settled (or failed). Never raises for a server problem:
     the result carries the reason. Raises `StoppedError` if `stop` is set meanwhile."""
@@ -300,8 +301,8 @@ def run_warmup(
             stop=stop,
         )
     except TimeoutError as err:
-        return plan.failure(
-            reason=plan.REASON_MODEL_NOT_READY,
+        return verdict.failure(
+            reason=reasons.MODEL_NOT_READY,
             message=(
                 f"model {target.model!r} at {_url(target, protocol)} not ready after "
                 f"{settings.timeout_seconds:.0f} s: {err}"
@@ -311,24 +312,24 @@ def run_warmup(
     try:
         metadata, config = _metadata(client, target=target, protocol=protocol)
     except Exception as err:
-        return plan.failure(
-            reason=plan.REASON_MODEL_NOT_READY,
+        return verdict.failure(
+            reason=reasons.MODEL_NOT_READY,
             message=f"cannot read the metadata of model {target.model!r}: {err}",
             duration_seconds=time.monotonic() - started,
         )
     finally:
         client.close()
     try:
-        templates = plan.plan_requests(
-            settings=settings, inputs=plan.model_inputs(metadata, _as_dict(config))
+        templates = inputs.plan_requests(
+            settings=settings, inputs=inputs.model_inputs(metadata, _as_dict(config))
         )
-    except plan.PlanError as err:
-        return plan.failure(
-            reason=plan.REASON_INVALID_REQUEST,
+    except inputs.PlanError as err:
+        return verdict.failure(
+            reason=reasons.INVALID_REQUEST,
             message=str(err),
             duration_seconds=time.monotonic() - started,
         )
-    decoupled = plan.is_decoupled(_as_dict(config))
+    decoupled = inputs.is_decoupled(_as_dict(config))
     if decoupled and protocol == "HTTP":
         log.info("model %s is decoupled: warming it up over a gRPC stream", target.model)
     return _send_until_settled(

@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
-from modelscale.api.v1alpha1 import ModelDeployment
-from modelscale.control import pods, status
+from modelscale import podfacts
+from modelscale.api.v1alpha1 import ModelDeployment, to_api
+from modelscale.control import status
 
 NOW = 1_800_000_000.0
 
@@ -76,15 +77,15 @@ def pod(
 def run(
     m: ModelDeployment, raw: list[dict[str, Any]], *, desired: int, apply_error: str | None = None
 ) -> dict[str, Any]:
-    return status.compute(
+    # What the pass writes: the typed status as the merge patch the apiserver receives.
+    built = status.compute(
         m,
         desired=desired,
-        deployment_status=None,
-        pods=raw,
-        pod_facts=[pods.facts(p) for p in raw],
+        pods=[podfacts.read(p) for p in raw],
         apply_error=apply_error,
         now=NOW,
     )
+    return to_api(built, patch=True)
 
 
 def cond(st: dict[str, Any], type_: str) -> tuple[str, str]:

@@ -1,4 +1,4 @@
-"""The pure warm-up plan: inputs, verdicts, retries, scale-down order, start-up figures."""
+"""The pure warm-up: inputs, verdicts, retries, the gate, scale-down order, start-up figures."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ from typing import Any
 
 import pytest
 
-from modelscale.warmup import plan
+from modelscale import podfacts
+from modelscale.api.v1alpha1 import ModelDeploymentSpec, WarmUp, WarmUpSuccess
+from modelscale.warmup import gate, inputs, pod_annotations, reasons, startup, verdict
 
 VLLM_METADATA = {
     "name": "llm",
@@ -48,14 +50,14 @@ NUMERIC_METADATA_GRPC = {
 }
 
 
-def tensors_by_name(templates: tuple[plan.RequestTemplate, ...]) -> dict[str, plan.Tensor]:
+def tensors_by_name(templates: tuple[inputs.RequestTemplate, ...]) -> dict[str, inputs.Tensor]:
     assert len(templates) == 1
     return {t.name: t for t in templates[0].tensors}
 
 
 def test_vllm_metadata_generates_prompt_sampling_and_no_stream() -> None:
-    inputs = plan.model_inputs(VLLM_METADATA, VLLM_CONFIG)
-    tensors = tensors_by_name(plan.plan_requests(settings=plan.WarmupSettings(), inputs=inputs))
+    declared = inputs.model_inputs(VLLM_METADATA, VLLM_CONFIG)
+    tensors = tensors_by_name(inputs.plan_requests(settings=WarmUp(), inputs=declared))
     # lora_name is optional and unknown: a prompt in it would fail every request.
     assert set(tensors) == {
         "text_input",
@@ -63,22 +65,22 @@ def test_vllm_metadata_generates_prompt_sampling_and_no_stream() -> None:
         "sampling_parameters",
         "exclude_input_in_output",
     }
-    assert tensors["text_input"].values == (plan.DEFAULT_PROMPT.encode(),)
+    assert tensors["text_input"].values == (inputs.DEFAULT_PROMPT.encode(),)
     assert tensors["stream"].values == (False,)
     params = json.loads(tensors["sampling_parameters"].values[0])
     assert 0 < params["max_tokens"] <= 16
     assert all(t.shape == (1,) for t in tensors.values())
-    assert plan.is_decoupled(VLLM_CONFIG)
+    assert inputs.is_decoupled(VLLM_CONFIG)
 
 
 def test_numeric_model_gets_ones_of_declared_shape_with_variable_dims_as_one() -> None:
-    inputs = plan.model_inputs(NUMERIC_METADATA_GRPC)
-    tensors = tensors_by_name(plan.plan_requests(settings=plan.WarmupSettings(), inputs=inputs))
+    declared = inputs.model_inputs(NUMERIC_METADATA_GRPC)
+    tensors = tensors_by_name(inputs.plan_requests(settings=WarmUp(), inputs=declared))
     assert tensors["INPUT__0"].shape == (1, 3, 4, 4)
     assert tensors["INPUT__0"].values == (1.0,) * 48
     assert tensors["ids"].shape == (2, 1)
     assert tensors["ids"].values == (1, 1)
-    assert not plan.is_decoupled({"config": {"max_batch_size": 8}})
+    assert not inputs.is_decoupled({"config": {"max_batch_size": 8}})
 
 
 @pytest.mark.parametrize(
@@ -91,30 +93,37 @@ def test_numeric_model_gets_ones_of_declared_shape_with_variable_dims_as_one() -
         pytest.param({"name": "flag", "datatype": "BOOL", "shape": [-1]}, (False,), id="bool"),
         pytest.param(
             {"name": "prompt", "datatype": "BYTES", "shape": [-1, 1]},
-            (plan.DEFAULT_PROMPT.encode(),),
+            (inputs.DEFAULT_PROMPT.encode(),),
             id="batched-bytes",
         ),
     ],
 )
 def test_generated_values(metadata_input: dict[str, Any], expected: tuple[Any, ...]) -> None:
-    (inp,) = plan.model_inputs({"inputs": [metadata_input]})
-    assert plan.generate_tensor(inp).values == expected
+    (inp,) = inputs.model_inputs({"inputs": [metadata_input]})
+    assert inputs.generate_tensor(inp).values == expected
+
+
+def bytes_input(*values: Any) -> dict[str, Any]:
+    return {"datatype": "BYTES", "shape": [len(values)], "data": list(values)}
 
 
 def test_explicit_requests_use_metadata_types_and_fill_missing_inputs() -> None:
-    spec = {
-        "model": {"name": "llm"},
-        "warmUp": {
+    settings = WarmUp.model_validate(
+        {
             "requests": [
-                {"inputs": {"text_input": "hello", "sampling_parameters": {"max_tokens": 4}}},
-                {"inputs": [{"name": "text_input", "data": ["bye"], "shape": [1]}]},
+                {
+                    "inputs": {
+                        "text_input": bytes_input("hello"),
+                        "sampling_parameters": bytes_input({"max_tokens": 4}),
+                    }
+                },
+                {"inputs": {"text_input": bytes_input("bye")}},
             ],
             "autoGenerate": True,
-        },
-    }
-    settings = plan.settings_from_spec(spec)
-    templates = plan.plan_requests(
-        settings=settings, inputs=plan.model_inputs(VLLM_METADATA, VLLM_CONFIG)
+        }
+    )
+    templates = inputs.plan_requests(
+        settings=settings, inputs=inputs.model_inputs(VLLM_METADATA, VLLM_CONFIG)
     )
     first = {t.name: t for t in templates[0].tensors}
     assert first["text_input"].values == (b"hello",)
@@ -128,83 +137,87 @@ def test_explicit_requests_use_metadata_types_and_fill_missing_inputs() -> None:
 @pytest.mark.parametrize(
     ("requests", "auto_generate", "message"),
     [
-        pytest.param([{"inputs": {"nope": "x"}}], True, "does not have: nope", id="unknown-input"),
         pytest.param(
-            [{"inputs": {"stream": "x"}}],
+            [{"inputs": {"nope": bytes_input("x")}}],
+            True,
+            "does not have: nope",
+            id="unknown-input",
+        ),
+        pytest.param(
+            [{"inputs": {"stream": {"datatype": "BOOL", "shape": [1], "data": [False]}}}],
             False,
             "lacks required inputs: text_input",
             id="missing-required",
         ),
         pytest.param(
-            [{"inputs": [{"name": "text_input", "data": "x", "datatype": "FP32"}]}],
+            [{"inputs": {"text_input": {"datatype": "FP32", "shape": [1], "data": [1.0]}}}],
             True,
             "is BYTES in the model",
             id="wrong-type",
         ),
-        pytest.param([], False, "neither requests nor autoGenerate", id="nothing-to-send"),
+        pytest.param(
+            [{"inputs": {"text_input": {"datatype": "BYTES", "shape": [2], "data": ["x"]}}}],
+            True,
+            "shape \\[2\\] needs 2 values, got 1",
+            id="shape-and-data-disagree",
+        ),
     ],
 )
 def test_bad_explicit_requests_are_plan_errors(
     requests: list[Any], auto_generate: bool, message: str
 ) -> None:
-    settings = plan.settings_from_spec(
-        {"warmUp": {"requests": requests, "autoGenerate": auto_generate}}
-    )
-    with pytest.raises(plan.PlanError, match=message):
-        plan.plan_requests(settings=settings, inputs=plan.model_inputs(VLLM_METADATA, VLLM_CONFIG))
+    settings = WarmUp.model_validate({"requests": requests, "autoGenerate": auto_generate})
+    with pytest.raises(inputs.PlanError, match=message):
+        inputs.plan_requests(
+            settings=settings, inputs=inputs.model_inputs(VLLM_METADATA, VLLM_CONFIG)
+        )
+
+
+def test_nothing_to_send_is_refused_by_the_api() -> None:
+    # The API model refuses it before a warm-up is planned; the plan refuses it too.
+    with pytest.raises(ValueError, match="autoGenerate"):
+        WarmUp.model_validate({"requests": [], "autoGenerate": False})
+    settings = WarmUp.model_construct(requests=[], auto_generate=False)
+    with pytest.raises(inputs.PlanError, match="neither requests nor autoGenerate"):
+        inputs.plan_requests(
+            settings=settings, inputs=inputs.model_inputs(VLLM_METADATA, VLLM_CONFIG)
+        )
 
 
 def test_numeric_explicit_request_resolves_variable_dims_from_data() -> None:
-    settings = plan.settings_from_spec(
+    settings = WarmUp.model_validate(
         {
-            "warmUp": {
-                "requests": [{"inputs": {"ids": [[3, 4, 5], [6, 7, 8]]}}],
-                "autoGenerate": True,
-            }
+            "requests": [
+                {
+                    "inputs": {
+                        "ids": {
+                            "datatype": "INT64",
+                            "shape": [2, -1],
+                            "data": [[3, 4, 5], [6, 7, 8]],
+                        }
+                    }
+                }
+            ],
+            "autoGenerate": True,
         }
     )
-    templates = plan.plan_requests(
-        settings=settings, inputs=plan.model_inputs(NUMERIC_METADATA_GRPC)
+    templates = inputs.plan_requests(
+        settings=settings, inputs=inputs.model_inputs(NUMERIC_METADATA_GRPC)
     )
     ids = {t.name: t for t in templates[0].tensors}["ids"]
     assert ids.shape == (2, 3)
     assert ids.values == (3, 4, 5, 6, 7, 8)
 
 
-def test_settings_defaults_and_mapping() -> None:
-    assert plan.settings_from_spec({}) == plan.WarmupSettings()
-    assert plan.budget(settings=plan.WarmupSettings(count=8)) == 32
-    settings = plan.settings_from_spec(
-        {
-            "warmUp": {
-                "enabled": False,
-                "protocol": "grpc",
-                "count": 50,
-                "concurrency": 4,
-                "timeoutSeconds": 60,
-                "maxAttempts": 2,
-                "success": {"stableLastN": 3, "maxLatencyFactor": 2.0},
-            }
-        }
-    )
-    assert settings == plan.WarmupSettings(
-        enabled=False,
-        protocol="GRPC",
-        count=50,
-        concurrency=4,
-        timeout_seconds=60.0,
-        max_attempts=2,
-        success=plan.SuccessCriteria(stable_last_n=3, max_latency_factor=2.0),
-    )
+def test_budget_is_four_times_count() -> None:
+    assert verdict.budget(settings=WarmUp(count=8)) == 32
 
 
-def ok(*latencies: float) -> list[plan.Sample]:
-    return [plan.Sample(ok=True, latency_seconds=x) for x in latencies]
+def ok(*latencies: float) -> list[verdict.Sample]:
+    return [verdict.Sample(ok=True, latency_seconds=x) for x in latencies]
 
 
-CRITERIA = plan.WarmupSettings(
-    count=4, success=plan.SuccessCriteria(stable_last_n=3, max_latency_factor=1.5)
-)
+CRITERIA = WarmUp(count=4, success=WarmUpSuccess(stable_last_n=3, max_latency_factor=1.5))
 
 
 @pytest.mark.parametrize(
@@ -212,40 +225,38 @@ CRITERIA = plan.WarmupSettings(
     [
         pytest.param(ok(2.0, 0.1, 0.1), None, id="too-few-to-judge-beyond-cold"),
         pytest.param(ok(0.1, 0.1, 0.1), None, id="stable-but-count-not-reached"),
-        pytest.param(ok(2.0, 0.1, 0.1, 0.1), plan.REASON_WARMED_UP, id="stable-after-cold"),
+        pytest.param(ok(2.0, 0.1, 0.1, 0.1), reasons.WARMED_UP, id="stable-after-cold"),
         pytest.param(ok(2.0, 1.0, 0.5, 0.25), None, id="still-getting-faster"),
         pytest.param(
             ok(3.0, 2.0, 1.0, 0.5, 0.1, 0.1, 0.1),
-            plan.REASON_WARMED_UP,
+            reasons.WARMED_UP,
             id="beyond-count-until-stable",
         ),
         pytest.param(ok(0.1, 0.1, 0.1, 0.3), None, id="last-one-too-slow"),
         # Within 1.5x of each other but still falling request by request.
         pytest.param(ok(1.04, 0.88, 0.71, 0.54), None, id="gradual-decay-still-falling"),
+        pytest.param(ok(1.04, 0.88, 0.71, 0.54, 0.55), reasons.WARMED_UP, id="decay-levelled-off"),
         pytest.param(
-            ok(1.04, 0.88, 0.71, 0.54, 0.55), plan.REASON_WARMED_UP, id="decay-levelled-off"
+            ok(0.001, 0.001, 0.001, 0.004), reasons.WARMED_UP, id="jitter-under-noise-floor"
         ),
         pytest.param(
-            ok(0.001, 0.001, 0.001, 0.004), plan.REASON_WARMED_UP, id="jitter-under-noise-floor"
-        ),
-        pytest.param(
-            [*ok(0.1, 0.1), plan.Sample(ok=False, latency_seconds=0.1, error="boom")],
-            plan.REASON_REQUEST_FAILED,
+            [*ok(0.1, 0.1), verdict.Sample(ok=False, latency_seconds=0.1, error="boom")],
+            reasons.REQUEST_FAILED,
             id="any-failure-fails",
         ),
-        pytest.param(ok(*[0.1, 1.0] * 8), plan.REASON_NOT_STABLE, id="budget-spent-unstable"),
+        pytest.param(ok(*[0.1, 1.0] * 8), reasons.NOT_STABLE, id="budget-spent-unstable"),
     ],
 )
-def test_judge(samples: list[plan.Sample], expected_reason: str | None) -> None:
-    result = plan.judge(samples=samples, settings=CRITERIA, duration_seconds=3.0)
+def test_judge(samples: list[verdict.Sample], expected_reason: str | None) -> None:
+    result = verdict.judge(samples=samples, settings=CRITERIA, duration_seconds=3.0)
     assert (result.reason if result else None) == expected_reason
     if result is not None:
-        assert result.ok == (expected_reason == plan.REASON_WARMED_UP)
+        assert result.ok == (expected_reason == reasons.WARMED_UP)
         assert result.requests == len(samples)
 
 
 def test_success_message_carries_the_figures() -> None:
-    result = plan.judge(samples=ok(2.0, 0.1, 0.1, 0.1), settings=CRITERIA, duration_seconds=2.3)
+    result = verdict.judge(samples=ok(2.0, 0.1, 0.1, 0.1), settings=CRITERIA, duration_seconds=2.3)
     assert result is not None
     assert result.message == (
         "warmed up with 4 requests in 2.3 s; median latency 100 ms over the last 3 "
@@ -265,12 +276,12 @@ def test_success_message_carries_the_figures() -> None:
     ],
 )
 def test_backoff(attempt: int, delay: float) -> None:
-    assert plan.backoff_seconds(attempt=attempt) == delay
+    assert verdict.backoff_seconds(attempt=attempt) == delay
 
 
 def test_give_up_after_max_attempts() -> None:
-    settings = plan.WarmupSettings(max_attempts=3)
-    assert [plan.should_give_up(attempts=a, settings=settings) for a in (1, 2, 3)] == [
+    settings = WarmUp(max_attempts=3)
+    assert [verdict.should_give_up(attempts=a, settings=settings) for a in (1, 2, 3)] == [
         False,
         False,
         True,
@@ -279,11 +290,13 @@ def test_give_up_after_max_attempts() -> None:
 
 def test_deletion_cost_orders_starting_then_warming_then_least_loaded() -> None:
     pods = {
-        "busy": plan.deletion_cost(containers_ready=True, warmed=True, load=12.5),
-        "idle": plan.deletion_cost(containers_ready=True, warmed=True, load=0.5),
-        "unknown-load": plan.deletion_cost(containers_ready=True, warmed=True, load=None),
-        "warming": plan.deletion_cost(containers_ready=True, warmed=False, load=50.0),
-        "starting": plan.deletion_cost(containers_ready=False, warmed=False, load=None),
+        "busy": pod_annotations.deletion_cost(containers_ready=True, warmed=True, load=12.5),
+        "idle": pod_annotations.deletion_cost(containers_ready=True, warmed=True, load=0.5),
+        "unknown-load": pod_annotations.deletion_cost(
+            containers_ready=True, warmed=True, load=None
+        ),
+        "warming": pod_annotations.deletion_cost(containers_ready=True, warmed=False, load=50.0),
+        "starting": pod_annotations.deletion_cost(containers_ready=False, warmed=False, load=None),
     }
     # The ReplicaSet removes the lowest cost first.
     assert sorted(pods, key=pods.__getitem__) == [
@@ -308,7 +321,9 @@ def test_request_rate(
     prev: tuple[float, float], cur: tuple[float, float], rate: float | None
 ) -> None:
     assert (
-        plan.request_rate(previous_count=prev[0], previous_time=prev[1], count=cur[0], time=cur[1])
+        pod_annotations.request_rate(
+            previous_count=prev[0], previous_time=prev[1], count=cur[0], time=cur[1]
+        )
         == rate
     )
 
@@ -331,7 +346,7 @@ def pod(
         )
     if warmed_at:
         conditions.append(
-            {"type": plan.CONDITION_TYPE, "status": "True", "lastTransitionTime": warmed_at}
+            {"type": podfacts.CONDITION_TYPE, "status": "True", "lastTransitionTime": warmed_at}
         )
     return {
         "metadata": {
@@ -339,7 +354,7 @@ def pod(
             "namespace": namespace,
             "uid": f"uid-{name}",
             "creationTimestamp": created,
-            "labels": {plan.MD_LABEL: md},
+            "labels": {podfacts.MD_LABEL: md},
             "annotations": annotations or {},
         },
         "status": {"podIP": ip, "conditions": conditions},
@@ -347,13 +362,13 @@ def pod(
 
 
 def test_pod_facts_and_needs_warmup() -> None:
-    warming = plan.pod_facts(
+    warming = podfacts.read(
         pod("a", created="2026-01-01T00:00:00Z", ready_at="2026-01-01T00:01:30Z")
     )
     assert warming.containers_ready and not warming.warmed
-    assert plan.seconds_to_ready(warming) == 90.0
-    assert plan.needs_warmup(warming)
-    warmed = plan.pod_facts(
+    assert startup.seconds_to_ready(warming) == 90.0
+    assert gate.needs_warmup(warming)
+    warmed = podfacts.read(
         pod(
             "b",
             created="2026-01-01T00:00:00Z",
@@ -361,29 +376,41 @@ def test_pod_facts_and_needs_warmup() -> None:
             warmed_at="2026-01-01T00:02:00Z",
         )
     )
-    assert not plan.needs_warmup(warmed)
-    starting = plan.pod_facts(pod("c", created="2026-01-01T00:00:00Z"))
-    assert not plan.needs_warmup(starting)
+    assert not gate.needs_warmup(warmed)
+    starting = podfacts.read(pod("c", created="2026-01-01T00:00:00Z"))
+    assert not gate.needs_warmup(starting)
 
 
 def test_condition_keeps_transition_time_while_status_unchanged() -> None:
-    first = plan.warmed_condition(
+    first = gate.warmed_condition(
         status=False,
-        reason=plan.REASON_REQUEST_FAILED,
+        reason=reasons.REQUEST_FAILED,
         message="x",
         now=1_700_000_000.0,
         previous=None,
     )
-    assert first["lastTransitionTime"] == "2023-11-14T22:13:20Z"
-    again = plan.warmed_condition(
-        status=False, reason=plan.REASON_TIMEOUT, message="y", now=1_700_000_100.0, previous=first
+    assert first.last_transition_time == "2023-11-14T22:13:20Z"
+    again = gate.warmed_condition(
+        status=False, reason=reasons.TIMEOUT, message="y", now=1_700_000_100.0, previous=first
     )
-    assert again["lastTransitionTime"] == first["lastTransitionTime"]
-    flipped = plan.warmed_condition(
-        status=True, reason=plan.REASON_WARMED_UP, message="z", now=1_700_000_200.0, previous=again
+    assert again.last_transition_time == first.last_transition_time
+    flipped = gate.warmed_condition(
+        status=True, reason=reasons.WARMED_UP, message="z", now=1_700_000_200.0, previous=again
     )
-    assert flipped["lastTransitionTime"] == "2023-11-14T22:16:40Z"
-    assert plan.status_patch(flipped) == {"status": {"conditions": [flipped]}}
+    assert flipped.last_transition_time == "2023-11-14T22:16:40Z"
+    assert gate.status_patch(flipped) == {
+        "status": {
+            "conditions": [
+                {
+                    "type": podfacts.CONDITION_TYPE,
+                    "status": "True",
+                    "reason": reasons.WARMED_UP,
+                    "message": "z",
+                    "lastTransitionTime": "2023-11-14T22:16:40Z",
+                }
+            ]
+        }
+    }
 
 
 def test_stats_take_median_of_recent_pods_of_one_modeldeployment() -> None:
@@ -394,8 +421,8 @@ def test_stats_take_median_of_recent_pods_of_one_modeldeployment() -> None:
             created="2026-01-01T00:00:00Z",
             ready_at="2026-01-01T00:00:40Z",
             annotations={
-                plan.ANNOTATION_SECONDS_TO_READY: "30",
-                plan.ANNOTATION_SECONDS_TO_WARM: "45",
+                podfacts.ANNOTATION_SECONDS_TO_READY: "30",
+                podfacts.ANNOTATION_SECONDS_TO_WARM: "45",
             },
         ),
         pod(
@@ -409,29 +436,28 @@ def test_stats_take_median_of_recent_pods_of_one_modeldeployment() -> None:
             "other-md",
             created="2026-01-01T00:30:00Z",
             md="other",
-            annotations={plan.ANNOTATION_SECONDS_TO_READY: "999"},
+            annotations={podfacts.ANNOTATION_SECONDS_TO_READY: "999"},
         ),
         pod(
             "other-ns",
             created="2026-01-01T00:30:00Z",
             namespace="elsewhere",
-            annotations={plan.ANNOTATION_SECONDS_TO_READY: "999"},
+            annotations={podfacts.ANNOTATION_SECONDS_TO_READY: "999"},
         ),
     ]
-    stats = plan.warmup_stats_for(md_namespace="ns", md_name="llm", pods=pods)
-    assert stats == plan.StartupStats(
+    facts = [podfacts.read(p) for p in pods]
+    stats = startup.stats_for(md_namespace="ns", md_name="llm", pods=facts)
+    assert stats == startup.StartupStats(
         samples_ready=3, samples_warm=2, median_seconds_to_ready=50.0, median_seconds_to_warm=62.5
     )
-    newest_two = plan.warmup_stats_for(md_namespace="ns", md_name="llm", pods=pods, recent=2)
+    newest_two = startup.stats_for(md_namespace="ns", md_name="llm", pods=facts, recent=2)
     assert newest_two.median_seconds_to_ready == 55.0
-    empty = plan.warmup_stats_for(md_namespace="ns", md_name="none", pods=pods)
+    empty = startup.stats_for(md_namespace="ns", md_name="none", pods=facts)
     assert empty.median_seconds_to_warm is None
 
 
-def test_settings_from_the_api_model_and_its_request_form() -> None:
-    from modelscale.api import v1alpha1  # noqa: PLC0415
-
-    spec = v1alpha1.ModelDeploymentSpec.model_validate(
+def test_the_api_request_form_plans_tensors_and_parameters() -> None:
+    spec = ModelDeploymentSpec.model_validate(
         {
             "model": {"name": "toy_llm", "repository": "/models"},
             "warmUp": {
@@ -448,20 +474,14 @@ def test_settings_from_the_api_model_and_its_request_form() -> None:
             },
         }
     )
-    settings = plan.settings_from_spec(spec)
-    assert plan.model_name_from_spec(spec) == "toy_llm"
+    settings = spec.warm_up
     assert (settings.protocol, settings.count, settings.concurrency) == ("HTTP", 4, 2)
-    assert settings.success == plan.SuccessCriteria(stable_last_n=3, max_latency_factor=1.5)
-    (template,) = plan.plan_requests(
-        settings=settings, inputs=plan.model_inputs(VLLM_METADATA, VLLM_CONFIG)
+    assert settings.success == WarmUpSuccess(stable_last_n=3, max_latency_factor=1.5)
+    (template,) = inputs.plan_requests(
+        settings=settings, inputs=inputs.model_inputs(VLLM_METADATA, VLLM_CONFIG)
     )
     assert template.parameters == {"max_tokens": 4}
     assert {t.name: t.values for t in template.tensors}["text_input"] == (b"hi",)
-    # Defaults of the API and of the pure settings agree.
-    default = v1alpha1.ModelDeploymentSpec.model_validate(
-        {"model": {"name": "m", "repository": "/models"}}
-    )
-    assert plan.settings_from_spec(default) == plan.WarmupSettings()
 
 
 def crashed_pod(restarts: int, *, running_now: bool = True, code: int = 1) -> dict[str, Any]:
@@ -494,46 +514,50 @@ def crashed_pod(restarts: int, *, running_now: bool = True, code: int = 1) -> di
     ],
 )
 def test_container_crashes(body: dict[str, Any], restarts: int | None) -> None:
-    crashes = plan.container_crashes(body)
+    crashes = podfacts.read(body).crashes
     assert (crashes.restarts if crashes else None) == restarts
     if crashes is not None:
         assert "exit code 1" in crashes.message
 
 
 def test_annotation_updates_write_figures_once_and_cost_by_state() -> None:
-    warming = plan.pod_facts(
+    warming = podfacts.read(
         pod("a", created="2026-01-01T00:00:00Z", ready_at="2026-01-01T00:01:30Z")
     )
-    now = plan._parse_time("2026-01-01T00:02:00Z")
+    now = podfacts.time_or_none("2026-01-01T00:02:00Z")
     assert now is not None
-    assert plan.annotation_updates(warming, now=now, load=None) == {
-        plan.ANNOTATION_SECONDS_TO_READY: "90.0",
-        plan.ANNOTATION_DELETION_COST: "-1000",
+    assert pod_annotations.annotation_updates(warming, now=now, load=None) == {
+        podfacts.ANNOTATION_SECONDS_TO_READY: "90.0",
+        podfacts.ANNOTATION_DELETION_COST: "-1000",
     }
     # About to be warmed: creation → now, the cost of a warmed idle pod, the attempt count.
-    assert plan.annotation_updates(warming, now=now, load=None, warmed=True, attempts=1) == {
-        plan.ANNOTATION_SECONDS_TO_READY: "90.0",
-        plan.ANNOTATION_SECONDS_TO_WARM: "120.0",
-        plan.ANNOTATION_ATTEMPTS: "1",
-        plan.ANNOTATION_WARMED_RESTARTS: "0",
-        plan.ANNOTATION_DELETION_COST: "0",
+    assert pod_annotations.annotation_updates(
+        warming, now=now, load=None, warmed=True, attempts=1
+    ) == {
+        podfacts.ANNOTATION_SECONDS_TO_READY: "90.0",
+        podfacts.ANNOTATION_SECONDS_TO_WARM: "120.0",
+        podfacts.ANNOTATION_ATTEMPTS: "1",
+        podfacts.ANNOTATION_WARMED_RESTARTS: "0",
+        podfacts.ANNOTATION_DELETION_COST: "0",
     }
-    settled = plan.pod_facts(
+    settled = podfacts.read(
         pod(
             "b",
             created="2026-01-01T00:00:00Z",
             ready_at="2026-01-01T00:01:30Z",
             warmed_at="2026-01-01T00:01:50Z",
             annotations={
-                plan.ANNOTATION_SECONDS_TO_READY: "90.0",
-                plan.ANNOTATION_SECONDS_TO_WARM: "110.0",
-                plan.ANNOTATION_DELETION_COST: "200",
+                podfacts.ANNOTATION_SECONDS_TO_READY: "90.0",
+                podfacts.ANNOTATION_SECONDS_TO_WARM: "110.0",
+                podfacts.ANNOTATION_DELETION_COST: "200",
             },
         )
     )
-    assert plan.annotation_updates(settled, now=now, load=2.2) == {}  # 220 vs 200: not worth it
-    assert plan.annotation_updates(settled, now=now, load=5.0) == {
-        plan.ANNOTATION_DELETION_COST: "500"
+    assert (
+        pod_annotations.annotation_updates(settled, now=now, load=2.2) == {}
+    )  # 220 vs 200: not worth it
+    assert pod_annotations.annotation_updates(settled, now=now, load=5.0) == {
+        podfacts.ANNOTATION_DELETION_COST: "500"
     }
 
 
@@ -549,7 +573,7 @@ def test_annotation_updates_write_figures_once_and_cost_by_state() -> None:
     ],
 )
 def test_cost_needs_update(old: int | None, new: int, update: bool) -> None:
-    assert plan.cost_needs_update(old=old, new=new) is update
+    assert pod_annotations.cost_needs_update(old=old, new=new) is update
 
 
 @pytest.mark.parametrize(
@@ -569,7 +593,7 @@ def test_cold_again_after_a_container_restart(
         created="2026-01-01T00:00:00Z",
         ready_at="2026-01-01T00:01:00Z",
         warmed_at="2026-01-01T00:01:10Z",
-        annotations={plan.ANNOTATION_WARMED_RESTARTS: recorded} if recorded else {},
+        annotations={podfacts.ANNOTATION_WARMED_RESTARTS: recorded} if recorded else {},
     )
     body["status"]["containerStatuses"] = [{"name": "triton", "restartCount": restarts}]
-    assert plan.cold_again(plan.pod_facts(body)) is cold
+    assert gate.cold_again(podfacts.read(body)) is cold

@@ -1,4 +1,5 @@
-"""The operator's own metrics (Prometheus format on --metrics-port)."""
+"""The operator's own metrics (Prometheus format on --metrics-port), all in one place:
+the scaling loop's, the Prometheus batcher's and the warm-up's."""
 
 from __future__ import annotations
 
@@ -48,3 +49,36 @@ MODELDEPLOYMENTS = Gauge(
 )
 QUERIES = Counter("modelscale_prometheus_queries", "Prometheus queries issued")
 QUERY_ERRORS = Counter("modelscale_prometheus_query_errors", "Prometheus queries that failed")
+
+# --------------------------------------------------------------------------- warm-up
+
+_START_BUCKETS = (1, 2, 5, 10, 20, 30, 45, 60, 90, 120, 180, 300, 600, 1200, 1800, 3600)
+SECONDS_TO_WARM = Histogram(
+    "modelscale_pod_seconds_to_warm",
+    "Pod creation to warmed (containers ready plus warm-up)",
+    ["namespace", "modeldeployment"],
+    buckets=_START_BUCKETS,
+)
+SECONDS_TO_READY = Histogram(
+    "modelscale_pod_seconds_to_ready",
+    "Pod creation to containers ready (scheduling, image, model load)",
+    ["namespace", "modeldeployment"],
+    buckets=_START_BUCKETS,
+)
+WARMUP_DURATION = Histogram(
+    "modelscale_warmup_duration_seconds",
+    "Wall time of one warm-up attempt",
+    ["namespace", "modeldeployment"],
+    buckets=(0.1, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600),
+)
+WARMUPS = Counter(
+    "modelscale_warmups",
+    "Warm-up attempts by outcome reason (WarmedUp, WarmUpFailed, ModelNotReady, ...)",
+    ["namespace", "modeldeployment", "reason"],
+)
+PODS_REPLACED = Counter(
+    "modelscale_warmup_pods_replaced",
+    "Pods deleted after failing warm-up maxAttempts times",
+    ["namespace", "modeldeployment"],
+)
+IN_FLIGHT = Gauge("modelscale_warmups_in_flight", "Warm-ups running or waiting for a slot")

@@ -13,12 +13,14 @@ import time
 from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
+from modelscale import podfacts
 from modelscale.api.v1alpha1 import ModelDeployment
 from modelscale.control import validation
-from modelscale.handlers import autoscale, signals
+from modelscale.control.decide import decide
 from modelscale.kube import apply as kube_apply
 from modelscale.kube import client as kube_client
-from modelscale.kube import status as kube_status
+from modelscale.kube import reads
+from modelscale.metrics import batch, groups
 from modelscale.metrics.prometheus import PrometheusError
 from modelscale.metrics.promql import Signals
 from modelscale.resources import names
@@ -43,7 +45,7 @@ def main(argv: list[str]) -> int:
     namespace, name = args.target.split("/")
     api = kube_client.load()
     try:
-        body = kube_status.get_modeldeployment(api, namespace=namespace, name=name)
+        body = reads.get_modeldeployment(api, namespace=namespace, name=name)
     except ApiException as err:
         print(
             f"modelscale recommend: cannot read ModelDeployment {namespace}/{name}: "
@@ -57,14 +59,18 @@ def main(argv: list[str]) -> int:
         print(f"modelscale recommend: invalid spec: {validation.short(err)}", file=sys.stderr)
         return 1
     now = time.time()
-    raw_pods = kube_status.list_pods(api, namespace=namespace, selector=names.selector_string(md))
+    pods = [
+        podfacts.read(p)
+        for p in reads.list_pods(api, namespace=namespace, selector=names.selector_string(md))
+    ]
     running = kube_apply.read_deployment(api, namespace=namespace, name=names.deployment(md))
     current = running.replicas if running else 0
     try:
-        sig = signals.fetch(
-            [md],
-            pods_by_md={(namespace, name): raw_pods},
-            default_url=args.prometheus_url,
+        sig = batch.fetch(
+            groups.plan(
+                [md], pods_by_md={(namespace, name): pods}, default_url=args.prometheus_url
+            ),
+            namespaces=(),
             now=now,
             strict=True,
         )
@@ -73,15 +79,16 @@ def main(argv: list[str]) -> int:
             f"modelscale recommend: Prometheus: {err} (the operator would hold replicas)",
             file=sys.stderr,
         )
-        sig = signals.Fetched()
-    rec, _, obs = autoscale.decide(
+        sig = batch.Fetched()
+    decision = decide(
         md,
-        sig=sig.signals.get((namespace, name), Signals()),
+        signals=sig.signals.get((namespace, name), Signals()),
         tpot_p99=sig.tpot_p99.get((namespace, name)),
-        raw_pods=raw_pods,
+        pods=pods,
         current=current,
         now=now,
     )
+    rec, obs = decision.recommendation, decision.observation
     acting = md.spec.scaling.mode == "Predictive"
     if args.json:
         print(

@@ -12,7 +12,9 @@ import os
 import kopf
 import prometheus_client
 
-from modelscale.handlers import settings as operator_settings
+from modelscale.config import DEFAULT_PROMETHEUS_URL, OperatorConfig
+from modelscale.kube import client as kube_client
+from modelscale.loops.warmup import WarmupRunner
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -26,9 +28,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--health-port", type=int, default=8081, help="liveness endpoint port")
     parser.add_argument(
         "--prometheus-url",
-        default=os.environ.get(
-            "MODELSCALE_PROMETHEUS_URL", "http://prometheus-operated.monitoring.svc:9090"
-        ),
+        default=os.environ.get("MODELSCALE_PROMETHEUS_URL", DEFAULT_PROMETHEUS_URL),
         help="Prometheus that scrapes the Triton pods (a ModelDeployment may override it)",
     )
     parser.add_argument(
@@ -60,19 +60,25 @@ def build_settings(args: argparse.Namespace) -> kopf.OperatorSettings:
     return settings
 
 
-def main(argv: list[str]) -> int:
-    args = parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    operator_settings.configure(
+def operator_config(args: argparse.Namespace) -> OperatorConfig:
+    return OperatorConfig(
         prometheus_url=args.prometheus_url,
         autoscale_interval=args.autoscale_interval,
         resync_interval=args.resync_interval,
         namespaces=() if args.all_namespaces else tuple(args.namespace),
     )
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     # Importing the handler modules registers their kopf handlers.
-    from modelscale.handlers import autoscale, reconcile, warmup  # noqa: F401, PLC0415
+    from modelscale.handlers import autoscale, reconcile, runtime, warmup  # noqa: F401, PLC0415
+
+    api = kube_client.load()
+    shared = runtime.Runtime(config=operator_config(args), api=api, warmup=WarmupRunner(api))
 
     prometheus_client.start_http_server(args.metrics_port)
     kopf.run(
@@ -81,5 +87,6 @@ def main(argv: list[str]) -> int:
         clusterwide=args.all_namespaces,
         namespaces=args.namespace,
         liveness_endpoint=f"http://0.0.0.0:{args.health_port}/healthz",
+        memo=kopf.Memo({runtime.MEMO_KEY: shared}),
     )
     return 0

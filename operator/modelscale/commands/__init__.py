@@ -1,0 +1,1 @@
+"""The `modelscale` commands that need a cluster: `run` and `recommend`."""

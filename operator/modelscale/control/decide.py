@@ -1,0 +1,55 @@
+"""The decision for one ModelDeployment in one scaling pass, without I/O: from the spec,
+its pods, what Prometheus said and `now` to the policy's recommendation. The scaling loop
+acts on it; `modelscale recommend` prints it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from modelscale.api.v1alpha1 import ModelDeployment
+from modelscale.autoscaling import recommender
+from modelscale.autoscaling.types import Observation, Recommendation, ScalingState
+from modelscale.control import scaling
+from modelscale.metrics.promql import Signals
+from modelscale.podfacts import PodFacts
+from modelscale.warmup import startup
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the policy recommends, the state it continues from next pass, and what it saw."""
+
+    recommendation: Recommendation
+    state: ScalingState
+    observation: Observation
+
+
+def decide(
+    md: ModelDeployment,
+    *,
+    signals: Signals,
+    pods: Sequence[PodFacts],
+    current: int,
+    now: float,
+    history: Sequence[tuple[float, float]] = (),
+    tpot_p99: float | None = None,
+) -> Decision:
+    """Run the policy for one ModelDeployment. `history` (token rate over time) seeds a
+    forecaster that has learned nothing yet."""
+    stats = startup.stats_for(md_namespace=md.namespace, md_name=md.name, pods=pods)
+    obs = scaling.observation(
+        md,
+        signals=signals,
+        pods=pods,
+        current_replicas=current,
+        measured_horizon=stats.median_seconds_to_warm,
+        now=now,
+        tpot_p99=tpot_p99,
+    )
+    config = scaling.policy_config(md.spec)
+    state = scaling.previous_state(md)
+    if history:
+        state = recommender.bootstrap(state, samples=history, config=config)
+    rec, state = recommender.recommend(obs, config=config, state=state)
+    return Decision(recommendation=rec, state=state, observation=obs)

@@ -1,0 +1,32 @@
+"""What the handlers share, built once by `modelscale run` and handed in through kopf's
+`memo` (kopf gives every handler the operator's memo or a shallow copy of it)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes import client
+
+from modelscale.config import OperatorConfig
+from modelscale.loops.warmup import WarmupRunner
+
+MEMO_KEY = "modelscale"
+
+
+@dataclass(frozen=True)
+class Runtime:
+    config: OperatorConfig
+    api: client.ApiClient
+    warmup: WarmupRunner
+
+
+def of(memo: Mapping[Any, Any]) -> Runtime:
+    found = memo.get(MEMO_KEY)
+    if not isinstance(found, Runtime):
+        raise RuntimeError(
+            "the modelscale handlers need the runtime in kopf's memo: start them with "
+            "`modelscale run`"
+        )
+    return found

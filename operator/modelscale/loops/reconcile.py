@@ -1,0 +1,186 @@
+"""One reconcile pass of a ModelDeployment: converge its children, then write its status.
+
+Level-based: create, update, resume, a periodic resync and any change of a child
+Deployment all run the same pass, so a missed event or a hand edit is repaired. Errors
+come out as `InvalidSpecError` (do not retry: the user must fix the spec) or `RetryError` (try
+again after `delay` seconds); the kopf handlers turn them into kopf's own."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from pydantic import ValidationError
+
+from modelscale import podfacts
+from modelscale.api.v1alpha1 import Condition, ModelDeployment, ModelDeploymentStatus
+from modelscale.config import OperatorConfig
+from modelscale.control import replicas, status, validation
+from modelscale.kube import apply as kube_apply
+from modelscale.kube import events, reads
+from modelscale.kube import status as kube_status
+from modelscale.resources import deployment, names, pdb, service
+
+log = logging.getLogger(__name__)
+
+
+class InvalidSpecError(Exception):
+    """The spec cannot be parsed; the message says what to fix."""
+
+
+class RetryError(Exception):
+    """A temporary failure: reconcile again after `delay` seconds."""
+
+    def __init__(self, message: str, *, delay: float) -> None:
+        super().__init__(message)
+        self.delay = delay
+
+
+def parse(body: Mapping[str, Any]) -> ModelDeployment:
+    try:
+        return ModelDeployment.model_validate(dict(body))
+    except ValidationError as err:
+        raise InvalidSpecError(f"invalid ModelDeployment: {validation.short(err)}") from err
+
+
+def children(md: ModelDeployment, *, replicas_: int) -> list[dict[str, Any]]:
+    return [deployment.build(md, replicas=replicas_), service.build(md), pdb.build(md)]
+
+
+def converge(
+    api: client.ApiClient, md: ModelDeployment, body: Mapping[str, Any], *, now: float
+) -> None:
+    """Apply the children, then write the status once."""
+    involved = dict(body)
+    current = kube_apply.read_deployment(api, namespace=md.namespace, name=names.deployment(md))
+    choice = replicas.choose(
+        md.spec,
+        status_desired=md.status.desired_replicas if md.status else None,
+        running=current.replicas if current else None,
+    )
+    apply_error = None
+    try:
+        for obj in children(md, replicas_=choice.replicas):
+            # The Deployment's replicas were decided from what was read: apply only if
+            # nobody (the scaling loop) changed it since, or we would undo their scale.
+            guard = current.resource_version if current and obj["kind"] == "Deployment" else None
+            applied = kube_apply.apply(api, obj, precondition=guard)
+            if applied.outcome is not kube_apply.Outcome.UNCHANGED:
+                events.post(
+                    api,
+                    involved=involved,
+                    type_="Normal",
+                    reason=f"{applied.kind}{applied.outcome.value.capitalize()}",
+                    message=f"{applied.kind} {applied.name} {applied.outcome.value}"
+                    + (f" with {choice.replicas} replicas" if applied.kind == "Deployment" else ""),
+                    now=now,
+                )
+    except ApiException as err:
+        if err.status == 409:
+            raise RetryError("the Deployment changed while reconciling", delay=1) from err
+        if err.status in (400, 403, 422):
+            # The apiserver refused what we built: retrying the same object cannot help.
+            apply_error = (
+                f"the apiserver refused a child object ({err.status}): "
+                f"{err.reason}: {err.body!s:.500}"
+            )
+            events.post(
+                api,
+                involved=involved,
+                type_="Warning",
+                reason=status.APPLY_FAILED,
+                message=apply_error,
+                now=now,
+            )
+        else:
+            raise RetryError(f"applying children failed: {err.reason}", delay=10) from err
+    pods = [
+        podfacts.read(p)
+        for p in reads.list_pods(api, namespace=md.namespace, selector=names.selector_string(md))
+    ]
+    # The scaling loop owns desiredReplicas in Predictive mode; writing what this pass read
+    # could put back an older decision.
+    keep_desired = md.spec.scaling.mode != "Predictive"
+
+    def build(existing: Sequence[Condition]) -> ModelDeploymentStatus:
+        new_status = status.compute(
+            md,
+            desired=choice.replicas,
+            pods=pods,
+            apply_error=apply_error,
+            now=now,
+            existing_conditions=existing,
+        )
+        if keep_desired:
+            return new_status
+        fields = new_status.model_dump(exclude_unset=True, exclude={"desired_replicas"})
+        return ModelDeploymentStatus.model_validate(fields)
+
+    kube_status.patch_status_guarded(api, body=body, build=build)
+
+
+def _report_invalid(
+    api: client.ApiClient, body: Mapping[str, Any], *, message: str, now: float
+) -> None:
+    """A spec that slipped past the schema: say so in status (once, not on every resync)."""
+    meta = body.get("metadata", {})
+    generation = meta.get("generation")
+    raw = body.get("status") or {}
+    previous = ModelDeploymentStatus.model_validate(raw).conditions if raw else []
+    invalid = status.invalid_spec(previous, message=message, generation=generation, now=now)
+    if invalid.conditions == previous:
+        return
+    kube_status.patch_status_guarded(
+        api,
+        body=body,
+        build=lambda conds: status.invalid_spec(
+            conds, message=message, generation=generation, now=now
+        ),
+    )
+    events.post(
+        api,
+        involved=dict(body),
+        type_="Warning",
+        reason=status.INVALID_SPEC,
+        message=message,
+        now=now,
+    )
+
+
+def reconcile(api: client.ApiClient, body: Mapping[str, Any], *, now: float) -> None:
+    """Reconcile one ModelDeployment body. Raises InvalidSpecError (after reporting it in
+    status) or RetryError."""
+    if body.get("metadata", {}).get("deletionTimestamp"):
+        # Being deleted (foreground deletion lingers): recreating children would bring GPU
+        # pods back and block the deletion.
+        return
+    try:
+        md = parse(body)
+    except InvalidSpecError as err:
+        _report_invalid(api, body, message=str(err), now=now)
+        raise
+    try:
+        converge(api, md, body, now=now)
+    except ApiException as err:
+        raise RetryError(f"Kubernetes API error: {err.status} {err.reason}", delay=10) from err
+
+
+def resync_all(api: client.ApiClient, *, config: OperatorConfig, now: float) -> None:
+    """Reconcile every ModelDeployment once: repairs drift in children whose changes we
+    do not watch (a hand-edited Service or PDB). Run periodically by the scaling loop's
+    task, not by a kopf timer: kopf puts a finalizer on every object a timer runs for,
+    and a finalizer on the user's object is drift for GitOps and blocks deletion while
+    the operator is down."""
+    for body in reads.list_modeldeployments(api, namespaces=config.namespaces):
+        try:
+            reconcile(api, body, now=now)
+        except Exception as err:  # one ModelDeployment must not stop the others' resync
+            log.warning(
+                "resync of %s/%s: %s",
+                body["metadata"].get("namespace"),
+                body["metadata"].get("name"),
+                err,
+            )

@@ -1,0 +1,227 @@
+"""One scaling pass over all ModelDeployments.
+
+Per pass the cost is constant in the number of ModelDeployments: one list of
+ModelDeployments, one of their pods, one of their Deployments, and one Prometheus query
+per signal (per Prometheus URL and backend preset). Each pod is read once
+(`podfacts.read`). Per ModelDeployment it writes only when something changed: the
+Deployment's replicas on a scale, and one status patch."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from pydantic import ValidationError
+
+from modelscale import podfacts, telemetry
+from modelscale.api.v1alpha1 import ModelDeployment
+from modelscale.autoscaling.types import Recommendation
+from modelscale.config import OperatorConfig
+from modelscale.control import scaling
+from modelscale.control.decide import Decision, decide
+from modelscale.kube import apply as kube_apply
+from modelscale.kube import events, reads
+from modelscale.kube import status as kube_status
+from modelscale.metrics import batch, groups
+from modelscale.metrics.promql import Signals
+from modelscale.podfacts import PodFacts
+from modelscale.resources import deployment, names
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, str]  # (namespace, name)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one pass decided for one ModelDeployment (for logs, tests and benchmarks)."""
+
+    key: Key
+    recommendation: Recommendation
+    applied: bool
+    current: int
+
+
+def group_pods(pods: Sequence[PodFacts]) -> dict[Key, list[PodFacts]]:
+    grouped: dict[Key, list[PodFacts]] = defaultdict(list)
+    for pod in pods:
+        if pod.modeldeployment:
+            grouped[(pod.namespace, pod.modeldeployment)].append(pod)
+    return grouped
+
+
+def _announce(
+    api: client.ApiClient,
+    body: Mapping[str, Any],
+    md: ModelDeployment,
+    rec: Recommendation,
+    *,
+    current: int,
+    applied: bool,
+    now: float,
+) -> None:
+    previous = md.status.autoscaling.reason if md.status and md.status.autoscaling else None
+    involved = dict(body)
+    if applied:
+        direction = "Up" if rec.replicas > current else "Down"
+        events.post(
+            api,
+            involved=involved,
+            type_="Normal",
+            reason=f"Scaled{direction}",
+            message=f"{current} → {rec.replicas} replicas: {rec.reason}: {rec.message}",
+            now=now,
+        )
+        telemetry.SCALE_EVENTS.labels(md.namespace, md.name, direction.lower()).inc()
+    metrics_bad = rec.reason in scaling.METRIC_REASONS
+    if metrics_bad and previous not in scaling.METRIC_REASONS:
+        events.post(
+            api,
+            involved=involved,
+            type_="Warning",
+            reason=scaling.METRICS_UNAVAILABLE,
+            message=f"not scaling down while metrics are unavailable: {rec.message}",
+            now=now,
+        )
+    elif not metrics_bad and previous in scaling.METRIC_REASONS:
+        events.post(
+            api,
+            involved=involved,
+            type_="Normal",
+            reason="MetricsRecovered",
+            message=f"metrics are back; {rec.message}",
+            now=now,
+        )
+
+
+def _count(fetched: batch.Fetched | batch.History) -> None:
+    telemetry.QUERIES.inc(fetched.queries)
+    telemetry.QUERY_ERRORS.inc(fetched.errors)
+
+
+def run_pass(api: client.ApiClient, *, config: OperatorConfig, now: float) -> list[Outcome]:
+    """One scaling pass over every ModelDeployment the operator watches."""
+    namespaces = config.namespaces
+    mds: dict[Key, tuple[ModelDeployment, dict[str, Any]]] = {}
+    for body in reads.list_modeldeployments(api, namespaces=namespaces):
+        try:
+            md = ModelDeployment.model_validate(body)
+        except ValidationError:
+            continue  # reported by the reconcile pass as Degraded/InvalidSpec
+        deleting = (body.get("metadata") or {}).get("deletionTimestamp")
+        if md.spec.scaling.mode != "External" and not deleting:
+            mds[md.namespace, md.name] = (md, body)
+    telemetry.MODELDEPLOYMENTS.set(len(mds))
+    if not mds:
+        return []
+    pods_by_md = group_pods(
+        [podfacts.read(p) for p in reads.list_modeldeployment_pods(api, namespaces=namespaces)]
+    )
+    replicas_now = reads.list_running(api, namespaces=namespaces)
+    members = [md for md, _ in mds.values()]
+    sigs = batch.fetch(
+        groups.plan(members, pods_by_md=pods_by_md, default_url=config.prometheus_url),
+        namespaces=namespaces,
+        now=now,
+    )
+    _count(sigs)
+    fresh = [md for md in members if not scaling.previous_state(md).model]
+    histories = batch.history(
+        fresh, default_url=config.prometheus_url, namespaces=namespaces, now=now
+    )
+    _count(histories)
+    outcomes: list[Outcome] = []
+    for key, (md, body) in mds.items():
+        if key not in replicas_now:
+            continue  # not reconciled yet: nothing to scale
+        try:
+            decision = decide(
+                md,
+                signals=sigs.signals.get(key, Signals()),
+                tpot_p99=sigs.tpot_p99.get(key),
+                pods=pods_by_md.get(key, []),
+                current=replicas_now[key].replicas,
+                now=now,
+                history=histories.series.get(key, ()),
+            )
+            outcome = _act(api, md, body, decision=decision, running=replicas_now[key], now=now)
+        except Exception:  # one ModelDeployment must not stop the pass for the others
+            log.exception("scaling %s/%s failed", *key)
+            continue
+        if outcome is not None:
+            outcomes.append(outcome)
+    return outcomes
+
+
+def _act(
+    api: client.ApiClient,
+    md: ModelDeployment,
+    body: dict[str, Any],
+    *,
+    decision: Decision,
+    running: kube_apply.Running,
+    now: float,
+) -> Outcome | None:
+    key = (md.namespace, md.name)
+    current = running.replicas
+    rec, obs = decision.recommendation, decision.observation
+    applied = scaling.should_actuate(md, rec, current=current)
+    if applied:
+        # The list is a few Prometheus round trips old and a Deployment's version moves with
+        # every pod status change: re-read, and act only if it still runs what we decided on.
+        fresh = kube_apply.read_deployment(api, namespace=md.namespace, name=names.deployment(md))
+        if fresh is None or fresh.replicas != current:
+            log.info("%s/%s: Deployment changed during the pass; deciding again next pass", *key)
+            return None
+        try:
+            kube_apply.apply(
+                api,
+                deployment.build(md, replicas=rec.replicas),
+                precondition=fresh.resource_version,
+            )
+        except ApiException as err:
+            if err.status != 409:
+                raise
+            log.info("%s/%s: Deployment changed while scaling; deciding again next pass", *key)
+            return None
+    desired = rec.replicas if md.spec.scaling.mode == "Predictive" else None
+    kube_status.patch_status_guarded(
+        api,
+        body=body,
+        build=lambda conds: scaling.status(
+            md,
+            obs=obs,
+            rec=rec,
+            state=decision.state,
+            desired=desired,
+            now=now,
+            existing_conditions=conds,
+        ),
+    )
+    _announce(api, body, md, rec, current=current, applied=applied, now=now)
+    telemetry.DECISIONS.labels(rec.reason).inc()
+    telemetry.DESIRED.labels(*key).set(rec.replicas)
+    if rec.forecast_token_rate is not None:
+        telemetry.FORECAST_TOKEN_RATE.labels(*key).set(rec.forecast_token_rate)
+    if obs.token_rate is not None:
+        telemetry.CURRENT_TOKEN_RATE.labels(*key).set(obs.token_rate)
+    if rec.horizon_seconds is not None:
+        telemetry.HORIZON.labels(*key).set(rec.horizon_seconds)
+    log.info("%s/%s: %d → %d (%s) %s", *key, current, rec.replicas, rec.reason, rec.message)
+    return Outcome(key=key, recommendation=rec, applied=applied, current=current)
+
+
+def timed_pass(api: client.ApiClient, *, config: OperatorConfig) -> list[Outcome]:
+    """A pass at the current time, with its wall and CPU time recorded."""
+    wall, cpu = time.monotonic(), time.thread_time()
+    try:
+        return run_pass(api, config=config, now=time.time())
+    finally:
+        telemetry.LOOP_SECONDS.observe(time.monotonic() - wall)
+        telemetry.LOOP_CPU_SECONDS.inc(time.thread_time() - cpu)

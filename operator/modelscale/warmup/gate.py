@@ -1,0 +1,70 @@
+"""The pod's readiness gate `modelscale.dev/warmed-up`: when a pod needs a warm-up, when
+its gate must close again, and the condition and `pods/status` patch to write. Pure."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from modelscale.api.v1alpha1 import Condition, to_api, to_rfc3339
+from modelscale.podfacts import ANNOTATION_WARMED_RESTARTS, CONDITION_TYPE, PodFacts
+
+
+def needs_warmup(facts: PodFacts) -> bool:
+    return (
+        facts.containers_ready
+        and not facts.warmed
+        and not facts.deleting
+        and facts.ip is not None
+        and facts.modeldeployment is not None
+    )
+
+
+def cold_again(facts: PodFacts) -> bool:
+    """A warmed pod whose container restarted since its warm-up serves a cold model again:
+    its gate must close until it is warmed anew (or a user would hit the cold start)."""
+    recorded = facts.annotations.get(ANNOTATION_WARMED_RESTARTS)
+    return (
+        facts.warmed
+        and recorded is not None
+        and recorded.isdigit()
+        and (facts.restarts > int(recorded))
+    )
+
+
+def warmed_condition(
+    *, status: bool, reason: str, message: str, now: float, previous: Condition | None
+) -> Condition:
+    """The pod condition; lastTransitionTime moves only when the status changes."""
+    status_text = "True" if status else "False"
+    since = to_rfc3339(now)
+    if previous is not None and previous.status == status_text and previous.last_transition_time:
+        since = previous.last_transition_time
+    return Condition(
+        type=CONDITION_TYPE,
+        status=status_text,
+        reason=reason,
+        message=message,
+        last_transition_time=since,
+    )
+
+
+def status_patch(condition: Condition, *, uid: str = "") -> dict[str, Any]:
+    """Strategic merge patch for `pods/status`: conditions merge by `type`. With `uid` the
+    apiserver refuses to patch a different pod that took the same name."""
+    patch: dict[str, Any] = {"status": {"conditions": [to_api(condition)]}}
+    if uid:
+        patch["metadata"] = {"uid": uid}
+    return patch
+
+
+def condition_differs(
+    previous: Condition | None, *, status: bool, reason: str, message: str
+) -> bool:
+    """Whether writing this condition would change anything a user sees."""
+    if previous is None:
+        return True
+    return (
+        previous.status != ("True" if status else "False")
+        or previous.reason != reason
+        or previous.message != message
+    )
