@@ -2,7 +2,11 @@
 and its real Prometheus: Prometheus queries per pass (must not grow with N), Kubernetes
 API calls, and CPU time per ModelDeployment.
 
-    make cluster-up && .venv/bin/python bench/autoscaler_loop.py --count 200
+    make cluster-up
+    KUBECONFIG=.cluster/kubeconfig MODELSCALE_PROMETHEUS_URL=http://198.18.255.1:19090 \
+        .venv/bin/python bench/autoscaler_loop.py --count 200
+
+(the local cluster's kubeconfig and Prometheus; any cluster works with its own).
 
 The ModelDeployments have minReplicas 0 and their Deployments 0 replicas, so no Triton
 process starts; the pass still lists everything, queries Prometheus and runs the policy
@@ -11,6 +15,7 @@ for each (which holds: no traffic means no metrics)."""
 from __future__ import annotations
 
 import argparse
+import os
 import pathlib
 import statistics
 import sys
@@ -21,13 +26,12 @@ import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from modelscale import telemetry
 from modelscale.api.v1alpha1 import ModelDeployment
-from modelscale.handlers import autoscale, opmetrics, settings
+from modelscale.config import OperatorConfig
 from modelscale.kube import apply as kube_apply
+from modelscale.loops import scaling
 from modelscale.resources import deployment
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "e2e"))
-from harness import topology
 
 CRD = pathlib.Path(__file__).resolve().parents[1] / "crds" / "modeldeployments.modelscale.dev.yaml"
 
@@ -71,18 +75,15 @@ def install_crd(api: client.ApiClient) -> None:
         time.sleep(0.1)
 
 
-def measure(api: client.ApiClient, ns: str, *, passes: int) -> tuple[float, float, float]:
-    settings.configure(
-        prometheus_url=topology.prometheus_url(),
-        autoscale_interval=15,
-        resync_interval=60,
-        namespaces=(ns,),
-    )
+def measure(
+    api: client.ApiClient, ns: str, *, prometheus_url: str, passes: int
+) -> tuple[float, float, float]:
+    config = OperatorConfig(prometheus_url=prometheus_url, namespaces=(ns,))
     queries, cpu, wall = [], [], []
     for _ in range(passes):
-        q0, c0, w0 = counter(opmetrics.QUERIES), time.thread_time(), time.perf_counter()
-        autoscale.run_pass(api, now=time.time())
-        queries.append(counter(opmetrics.QUERIES) - q0)
+        q0, c0, w0 = counter(telemetry.QUERIES), time.thread_time(), time.perf_counter()
+        scaling.run_pass(api, config=config, now=time.time())
+        queries.append(counter(telemetry.QUERIES) - q0)
         cpu.append(time.thread_time() - c0)
         wall.append(time.perf_counter() - w0)
     return statistics.median(queries), statistics.median(cpu), statistics.median(wall)
@@ -92,8 +93,21 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=int, default=200)
     parser.add_argument("--passes", type=int, default=5)
+    parser.add_argument(
+        "--kubeconfig", default=os.environ.get("KUBECONFIG"), help="default: $KUBECONFIG"
+    )
+    parser.add_argument(
+        "--prometheus-url",
+        default=os.environ.get("MODELSCALE_PROMETHEUS_URL"),
+        help="the Prometheus that scrapes the cluster; default: $MODELSCALE_PROMETHEUS_URL",
+    )
     args = parser.parse_args()
-    config.load_kube_config(str(topology.kubeconfig_path()))
+    if not args.kubeconfig or not args.prometheus_url:
+        parser.error(
+            "give --kubeconfig and --prometheus-url (or set KUBECONFIG and "
+            "MODELSCALE_PROMETHEUS_URL), e.g. the local cluster's, see the docstring"
+        )
+    config.load_kube_config(args.kubeconfig)
     api = client.ApiClient()
     core = client.CoreV1Api(api)
     install_crd(api)
@@ -103,7 +117,7 @@ def main() -> int:
         core.create_namespace({"metadata": {"name": ns}})
         try:
             make(api, ns, n)
-            q, cpu, wall = measure(api, ns, passes=args.passes)
+            q, cpu, wall = measure(api, ns, prometheus_url=args.prometheus_url, passes=args.passes)
             rows.append((n, q, cpu, wall))
         finally:
             core.delete_namespace(ns)

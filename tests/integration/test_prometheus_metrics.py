@@ -9,6 +9,7 @@ expected token rates, queue depths and P99s are exact.
 from __future__ import annotations
 
 import math
+import re
 import shutil
 import socket
 import subprocess
@@ -19,9 +20,12 @@ from pathlib import Path
 import pytest
 import requests
 
+from modelscale import podfacts
+from modelscale.api.v1alpha1 import ModelDeployment
 from modelscale.autoscaling import recommender
 from modelscale.autoscaling.types import Observation, PolicyConfig, ScalingState
-from modelscale.metrics import prometheus, promql
+from modelscale.metrics import batch, groups, prometheus, promql
+from modelscale.podfacts import PodFacts
 
 pytestmark = pytest.mark.prometheus
 
@@ -382,3 +386,51 @@ def test_failures_raise_prometheus_error(prometheus_url: str, case: str) -> None
             time=T,
             overrides=overrides,
         )
+
+
+# --------------------------------------------------------------------------- the batcher
+
+
+def serving_pod(ns: str, md: str, name: str) -> PodFacts:
+    conditions = [{"type": t, "status": "True"} for t in ("Ready", podfacts.CONDITION_TYPE)]
+    return podfacts.read(
+        {
+            "metadata": {"name": name, "namespace": ns, "labels": {podfacts.MD_LABEL: md}},
+            "status": {"conditions": conditions},
+        }
+    )
+
+
+def modeldeployment(ns: str, name: str, **prometheus_spec: object) -> ModelDeployment:
+    return ModelDeployment.model_validate(
+        {
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {
+                "model": {"name": "llama", "repository": "/models"},
+                "scaling": {"prometheus": prometheus_spec},
+            },
+        }
+    )
+
+
+def test_a_group_whose_prometheus_fails_is_absent_and_the_others_unaffected(
+    prometheus_url: str,
+) -> None:
+    down = f"http://127.0.0.1:{free_port()}"  # nothing listens: connection refused
+    mds = [
+        modeldeployment("team-a", "alpha"),
+        modeldeployment("team-b", "beta", url=down, timeoutSeconds=2),
+    ]
+    pods: dict[tuple[str, str], list[PodFacts]] = {}
+    for p in PODS:
+        if p.md in {"alpha", "beta"}:
+            pods.setdefault(p.key, []).append(serving_pod(p.ns, p.md, p.name))
+    plan = groups.plan(mds, pods_by_md=pods, default_url=prometheus_url)
+    assert len(plan) == 2
+    fetched = batch.fetch(plan, namespaces=(), now=T)
+    assert set(fetched.signals) == {("team-a", "alpha")}
+    assert fetched.signals[("team-a", "alpha")].token_rate == pytest.approx(150.0, rel=1e-9)
+    assert fetched.errors == 1
+    assert fetched.queries == len(promql.presets(backend="vllm"))
+    with pytest.raises(prometheus.PrometheusError, match=re.escape(down)):
+        batch.fetch(plan, namespaces=(), now=T, strict=True)

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
 
 from modelscale import podfacts
-from modelscale.api.v1alpha1 import ModelDeployment, to_api
-from modelscale.control import status
+from modelscale.api.v1alpha1 import (
+    Condition,
+    ModelDeployment,
+    ModelDeploymentStatus,
+    NotSerialisableError,
+    to_api,
+)
+from modelscale.autoscaling.types import Observation, Recommendation, ScalingState
+from modelscale.control import scaling, status
 
 NOW = 1_800_000_000.0
 
@@ -182,3 +190,76 @@ def test_counts_selector_and_generation() -> None:
 def test_apply_error_is_degraded_with_the_message() -> None:
     st = run(md(), [], desired=1, apply_error="the apiserver refused a child object (422)")
     assert cond(st, "Degraded") == ("True", "ApplyFailed")
+
+
+# --------------------------------------------------------------------------- typed status
+
+
+def test_the_reconcile_patch_leaves_the_scaling_loops_fields_alone() -> None:
+    st = run(md(), [pod("a", ready=True, warmed=True)], desired=1)
+    # Merge patch: only what this pass owns; `autoscaling` belongs to the scaling loop.
+    assert "autoscaling" not in st and "kopf" not in st
+    assert {c["type"] for c in st["conditions"]} == {"Available", "Progressing", "Degraded"}
+
+
+def test_conditions_of_other_writers_survive_a_reconcile_pass() -> None:
+    theirs = Condition(
+        type="ScalingActive",
+        status="True",
+        reason="Active",
+        message="ok",
+        last_transition_time="2027-01-15T07:00:00Z",
+    )
+    built = status.compute(
+        md(), desired=0, pods=[], apply_error=None, now=NOW, existing_conditions=[theirs]
+    )
+    assert [c.type for c in built.conditions] == [
+        "Available",
+        "Progressing",
+        "Degraded",
+        "ScalingActive",
+    ]
+    assert built.conditions[-1] == theirs
+
+
+def scaling_status(token_rate: float, *, desired: int | None) -> ModelDeploymentStatus:
+    rec = Recommendation(replicas=3, reason="ForecastTokenRate", message="m")
+    obs = Observation(
+        now=NOW,
+        token_rate=token_rate,
+        p99_seconds=None,
+        queue_depth=None,
+        sample_time=NOW,
+        warmed_replicas=2,
+        current_replicas=2,
+    )
+    return scaling.status(md(), obs=obs, rec=rec, state=ScalingState(), desired=desired, now=NOW)
+
+
+@pytest.mark.parametrize(
+    ("token_rate", "desired", "written"),
+    [
+        pytest.param(812.54, 3, {"currentTokenRate": 812.5, "desired": 3}, id="acting"),
+        pytest.param(812.54, None, {"currentTokenRate": 812.5, "desired": None}, id="not-acting"),
+    ],
+)
+def test_scaling_status_is_typed_and_written_as_a_merge_patch(
+    token_rate: float, desired: int | None, written: dict[str, Any]
+) -> None:
+    patch = to_api(scaling_status(token_rate, desired=desired), patch=True)
+    auto = patch["autoscaling"]
+    assert auto["currentTokenRate"] == written["currentTokenRate"]
+    assert auto["recommendedReplicas"] == 3 and auto["reason"] == "ForecastTokenRate"
+    # What the policy could not tell is written as null, so a stale figure is removed.
+    assert "predictedTokenRate" in auto and auto["predictedTokenRate"] is None
+    assert patch.get("desiredReplicas") == written["desired"]
+    assert "replicas" not in patch and "selector" not in patch  # the reconcile pass's
+    assert [c["type"] for c in patch["conditions"]] == ["ScalingActive"]
+
+
+@pytest.mark.parametrize(
+    "bad", [pytest.param(math.nan, id="nan"), pytest.param(math.inf, id="inf")]
+)
+def test_non_finite_numbers_are_refused_with_the_field_named(bad: float) -> None:
+    with pytest.raises(NotSerialisableError, match=r"autoscaling\.currentTokenRate is (nan|inf)"):
+        to_api(scaling_status(bad, desired=3), patch=True)

@@ -1,0 +1,147 @@
+"""The decision per ModelDeployment: spec, pods (read once), Prometheus signals and `now`
+in; recommendation, state and observation out. No cluster, no Prometheus."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import pytest
+
+from modelscale import podfacts
+from modelscale.api.v1alpha1 import ModelDeployment
+from modelscale.control import scaling
+from modelscale.control.decide import decide
+from modelscale.metrics.promql import Signals
+from modelscale.podfacts import PodFacts
+
+NOW = 1_800_000_000.0
+
+
+def md(**spec: Any) -> ModelDeployment:
+    return ModelDeployment.model_validate(
+        {
+            "metadata": {"name": "llama", "namespace": "llm", "generation": 1},
+            "spec": {
+                "model": {"name": "m", "repository": "s3://b"},
+                "minReplicas": 1,
+                "maxReplicas": 8,
+                **spec,
+            },
+        }
+    )
+
+
+def pod(
+    name: str, *, warmed: bool = True, deleting: bool = False, seconds_to_warm: float | None = None
+) -> PodFacts:
+    meta: dict[str, Any] = {
+        "name": name,
+        "namespace": "llm",
+        "uid": f"uid-{name}",
+        "labels": {podfacts.MD_LABEL: "llama"},
+        "creationTimestamp": "2027-01-15T08:00:00Z",
+        "annotations": {},
+    }
+    if seconds_to_warm is not None:
+        meta["annotations"][podfacts.ANNOTATION_SECONDS_TO_WARM] = str(seconds_to_warm)
+    if deleting:
+        meta["deletionTimestamp"] = "2027-01-15T08:10:00Z"
+    conditions = [
+        {"type": "Ready", "status": str(warmed)},
+        {"type": "ContainersReady", "status": "True"},
+        {"type": podfacts.CONDITION_TYPE, "status": str(warmed)},
+    ]
+    return podfacts.read(
+        {"metadata": meta, "status": {"podIP": "198.18.0.9", "conditions": conditions}}
+    )
+
+
+class Expect(NamedTuple):
+    replicas: int
+    reason: str
+    warmed: int  # replicas that count as capacity
+    horizon: float | None  # measured start-up time handed to the policy
+    acts: bool  # the scaling loop would change the Deployment
+
+
+def fresh(token_rate: float) -> Signals:
+    return Signals(token_rate=token_rate, p99_seconds=0.5, queue_depth=0.0, sample_time=NOW - 2)
+
+
+@pytest.mark.parametrize(
+    ("spec", "signals", "pods", "current", "expect"),
+    [
+        pytest.param(
+            {},
+            Signals(),
+            [pod("a")],
+            2,
+            Expect(2, "MetricsMissing", warmed=1, horizon=None, acts=False),
+            id="no-metrics-hold",
+        ),
+        pytest.param(
+            {},
+            fresh(3000.0),
+            [pod("a", seconds_to_warm=40), pod("b", seconds_to_warm=60)],
+            2,
+            Expect(8, "ForecastTokenRate", warmed=2, horizon=50.0, acts=True),
+            id="demand-up-measured-horizon",
+        ),
+        pytest.param(
+            {"scaling": {"forecast": {"useMeasuredHorizon": False}}},
+            fresh(3000.0),
+            [pod("a", seconds_to_warm=40)],
+            2,
+            Expect(8, "ForecastTokenRate", warmed=1, horizon=None, acts=True),
+            id="measured-horizon-off",
+        ),
+        pytest.param(
+            {},
+            fresh(100.0),
+            [pod("a"), pod("b"), pod("c", deleting=True)],
+            3,
+            Expect(3, "ScaleDownStabilizing", warmed=2, horizon=None, acts=False),
+            id="terminating-pod-is-not-capacity",
+        ),
+        pytest.param(
+            {},
+            fresh(3000.0),
+            [pod("a"), pod("b", warmed=False)],
+            2,
+            Expect(8, "ForecastTokenRate", warmed=1, horizon=None, acts=True),
+            id="warming-pod-is-not-capacity",
+        ),
+        pytest.param(
+            {"scaling": {"mode": "RecommendOnly"}},
+            fresh(3000.0),
+            [pod("a")],
+            2,
+            Expect(8, "ForecastTokenRate", warmed=1, horizon=None, acts=False),
+            id="recommend-only-does-not-act",
+        ),
+    ],
+)
+def test_decision_per_modeldeployment(
+    spec: dict[str, Any],
+    signals: Signals,
+    pods: list[PodFacts],
+    current: int,
+    expect: Expect,
+) -> None:
+    m = md(**spec)
+    decision = decide(m, signals=signals, pods=pods, current=current, now=NOW)
+    rec, obs = decision.recommendation, decision.observation
+    assert (rec.replicas, rec.reason) == (expect.replicas, expect.reason)
+    assert obs.warmed_replicas == expect.warmed and obs.current_replicas == current
+    assert obs.measured_horizon_seconds == expect.horizon
+    assert scaling.should_actuate(m, rec, current=current) is expect.acts
+    # The state carries the decision, so a restarted operator continues from it.
+    assert decision.state.decisions[-1].replicas == rec.replicas
+
+
+def test_history_seeds_a_forecaster_that_learned_nothing() -> None:
+    m = md()
+    history = [(NOW - 600 + 60 * i, 400.0 + 50 * i) for i in range(10)]
+    cold = decide(m, signals=fresh(900.0), pods=[pod("a")], current=1, now=NOW)
+    seeded = decide(m, signals=fresh(900.0), pods=[pod("a")], current=1, now=NOW, history=history)
+    assert seeded.state.model != cold.state.model
