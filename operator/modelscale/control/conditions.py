@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from modelscale.api.v1alpha1 import Condition, ConditionStatus, to_rfc3339
+from modelscale.api.v1alpha1 import Condition, ConditionStatus, ModelDeployment, to_rfc3339
 
 AVAILABLE = "Available"
 PROGRESSING = "Progressing"
@@ -48,3 +48,11 @@ def merge(
 
 def find(conditions: Sequence[Condition], type_: str) -> Condition | None:
     return next((c for c in conditions if c.type == type_), None)
+
+
+def as_read(md: ModelDeployment, existing: Sequence[Condition] | None) -> Sequence[Condition]:
+    """The conditions a writer merges into: `existing` (as last read before a guarded
+    write) when given, else those of `md`."""
+    if existing is not None:
+        return existing
+    return md.status.conditions if md.status else []

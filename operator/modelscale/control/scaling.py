@@ -123,13 +123,7 @@ def status(
 ) -> ModelDeploymentStatus:
     """The scaling loop's part of status: `autoscaling`, `desiredReplicas` (when acting)
     and the ScalingActive condition, merged into the conditions other writers own."""
-    existing = (
-        existing_conditions
-        if existing_conditions is not None
-        else md.status.conditions
-        if md.status
-        else []
-    )
+    existing = conditions.as_read(md, existing_conditions)
     autoscaling = AutoscalingStatus(
         current_token_rate=_round(obs.token_rate, 1),
         predicted_token_rate=_round(rec.forecast_token_rate, 1),

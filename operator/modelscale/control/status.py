@@ -31,32 +31,27 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
 
 
-def _degraded(pods: Sequence[PodFacts], apply_error: str | None) -> Condition:
+def _problem(pods: Sequence[PodFacts], apply_error: str | None) -> tuple[str, str] | None:
+    """(reason, message) of the first problem seen, worst first; None when all is well."""
     if apply_error:
-        return condition(conditions.DEGRADED, "True", APPLY_FAILED, apply_error)
+        return APPLY_FAILED, apply_error
     if stuck := [p for p in pods if p.stuck_message]:
-        return condition(
-            conditions.DEGRADED,
-            "True",
-            CONTAINERS_FAILING,
-            f"{len(stuck)} pod(s) cannot start: {stuck[0].name}: {stuck[0].stuck_message}",
-        )
+        first = f"{stuck[0].name}: {stuck[0].stuck_message}"
+        return CONTAINERS_FAILING, f"{len(stuck)} pod(s) cannot start: {first}"
     if pending := [p for p in pods if p.unschedulable_message]:
-        return condition(
-            conditions.DEGRADED,
-            "True",
-            UNSCHEDULABLE,
-            f"{len(pending)} pod(s) cannot be scheduled: {pending[0].unschedulable_message}",
-        )
+        why = pending[0].unschedulable_message
+        return UNSCHEDULABLE, f"{len(pending)} pod(s) cannot be scheduled: {why}"
     if failing := [p for p in pods if p.warmup_failure]:
-        return condition(
-            conditions.DEGRADED,
-            "True",
-            WARM_UP_FAILING,
-            f"{len(failing)} pod(s) failing warm-up: "
-            f"{failing[0].name}: {failing[0].warmup_failure}",
-        )
-    return condition(conditions.DEGRADED, "False", AS_EXPECTED, "no problems seen")
+        first = f"{failing[0].name}: {failing[0].warmup_failure}"
+        return WARM_UP_FAILING, f"{len(failing)} pod(s) failing warm-up: {first}"
+    return None
+
+
+def _degraded(pods: Sequence[PodFacts], apply_error: str | None) -> Condition:
+    problem = _problem(pods, apply_error)
+    if problem is None:
+        return condition(conditions.DEGRADED, "False", AS_EXPECTED, "no problems seen")
+    return condition(conditions.DEGRADED, "True", *problem)
 
 
 def compute(
@@ -118,13 +113,7 @@ def compute(
             conditions.PROGRESSING, "False", STABLE, f"{desired} replicas ready and warmed"
         )
 
-    existing = (
-        existing_conditions
-        if existing_conditions is not None
-        else md.status.conditions
-        if md.status
-        else []
-    )
+    existing = conditions.as_read(md, existing_conditions)
     stats = startup.stats_for(md_namespace=md.namespace, md_name=md.name, pods=pods)
     warm_up = (
         WarmUpStatus(

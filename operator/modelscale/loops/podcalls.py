@@ -71,15 +71,13 @@ class PodCalls:
         """The pod read again; ApiException 404 if it is gone, 409 if it was replaced."""
         return await self.call(self._read, facts)
 
+    async def _on_pod(self, fn: Callable[..., None], facts: PodFacts, **kwargs: Any) -> None:
+        """`fn(api, namespace=, name=, uid=, **kwargs)`: a write to this very pod."""
+        ref = {"namespace": facts.namespace, "name": facts.name, "uid": facts.uid}
+        await self.call(fn, self._api, **ref, **kwargs)
+
     async def annotate(self, facts: PodFacts, updates: Mapping[str, str | None]) -> None:
-        await self.call(
-            kube_pods.patch_annotations,
-            self._api,
-            namespace=facts.namespace,
-            name=facts.name,
-            uid=facts.uid,
-            annotations=updates,
-        )
+        await self._on_pod(kube_pods.patch_annotations, facts, annotations=updates)
 
     async def event(
         self, involved: dict[str, Any], *, warning: bool, reason: str, message: str, now: float
@@ -102,14 +100,7 @@ class PodCalls:
         condition = gate.warmed_condition(
             status=ok, reason=reason, message=message, now=now, previous=facts.warmed_condition
         )
-        await self.call(
-            kube_pods.patch_condition,
-            self._api,
-            namespace=facts.namespace,
-            name=facts.name,
-            uid=facts.uid,
-            condition=condition,
-        )
+        await self._on_pod(kube_pods.patch_condition, facts, condition=condition)
         return dataclasses.replace(facts, warmed_condition=condition)
 
     async def spec(self, facts: PodFacts) -> Spec | None:
@@ -130,6 +121,4 @@ class PodCalls:
             )
 
     async def delete(self, facts: PodFacts) -> None:
-        await self.call(
-            kube_pods.delete, self._api, namespace=facts.namespace, name=facts.name, uid=facts.uid
-        )
+        await self._on_pod(kube_pods.delete, facts)

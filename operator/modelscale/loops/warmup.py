@@ -98,6 +98,12 @@ class WarmupRunner:
 
     # ----------------------------------------------------------------------- the warm-up
 
+    async def _closed(self, facts: PodFacts, *, reason: str, message: str) -> PodFacts:
+        """Write the gate closed (status False) with why, now."""
+        return await self._k8s.write_condition(
+            facts, ok=False, reason=reason, message=message, now=self._clock()
+        )
+
     async def _give_up(
         self, facts: PodFacts, md: Mapping[str, Any] | None, *, reason: str, message: str
     ) -> None:
@@ -199,12 +205,10 @@ class WarmupRunner:
             delay = verdict.backoff_seconds(attempt=attempts)
             if delay:
                 await asyncio.sleep(delay)
-            facts = await self._k8s.write_condition(
+            facts = await self._closed(
                 facts,
-                ok=False,
                 reason=reasons.IN_PROGRESS,
                 message=f"warming up (attempt {attempts + 1} of {settings.max_attempts})",
-                now=self._clock(),
             )
             assert facts.ip is not None  # needs_warmup
             result = await asyncio.get_running_loop().run_in_executor(
@@ -248,12 +252,10 @@ class WarmupRunner:
                 result.reason,
                 result.message,
             )
-            facts = await self._k8s.write_condition(
+            facts = await self._closed(
                 facts,
-                ok=False,
                 reason=result.reason,
                 message=f"attempt {attempts} of {settings.max_attempts}: {result.message}",
-                now=self._clock(),
             )
             await self._k8s.annotate(facts, {ANNOTATION_ATTEMPTS: str(attempts)})
             if verdict.should_give_up(attempts=attempts, settings=settings):
@@ -336,13 +338,7 @@ class WarmupRunner:
         if gate.condition_differs(
             facts.warmed_condition, status=False, reason=reasons.MODEL_NOT_READY, message=message
         ):
-            await self._k8s.write_condition(
-                facts,
-                ok=False,
-                reason=reasons.MODEL_NOT_READY,
-                message=message,
-                now=self._clock(),
-            )
+            await self._closed(facts, reason=reasons.MODEL_NOT_READY, message=message)
         if verdict.should_give_up(attempts=crashes.restarts, settings=settings):
             await self._give_up(
                 facts, body, reason=reasons.MODEL_NOT_READY, message=crashes.message
