@@ -14,7 +14,7 @@ find, stop and wait for recorded processes), `state` (paths, ports, shared types
 from harness.cluster.certs import CLIENTS, ensure_certs, kubeconfig_dict
 from harness.cluster.cli import main
 from harness.cluster.components import api_get, ensure_binaries
-from harness.cluster.lifecycle import down, leftovers, running, session, up
+from harness.cluster.lifecycle import down, leftovers, locked, other_users, running, session, up
 from harness.cluster.network import delete_pod_namespaces, setup_network, teardown_network
 from harness.cluster.prometheus import (
     SD_FILE,
@@ -70,7 +70,9 @@ __all__ = [
     "info",
     "kubeconfig_dict",
     "leftovers",
+    "locked",
     "main",
+    "other_users",
     "prometheus_config",
     "prometheus_stopped",
     "running",

@@ -15,7 +15,18 @@ from collections.abc import Iterator
 
 from harness import topology as topo
 from harness.cluster import certs, components, network, prometheus
-from harness.cluster.processes import alive, kill_group, port_open, recorded_pid, stop, wait
+from harness.cluster.processes import (
+    KILL_WAIT,
+    REAP_WAIT,
+    alive,
+    kill_session,
+    port_open,
+    recorded_pid,
+    stop,
+    wait,
+    wait_ports_free,
+    wait_reaped,
+)
 from harness.cluster.state import (
     COMPONENTS,
     ENV_FILE,
@@ -110,22 +121,43 @@ def _start_all() -> None:
 
 
 def down(*, quiet: bool = False) -> None:
-    """Stop everything `up` started and delete the namespaces, veths and routes."""
+    """Stop everything `up` started and delete the namespaces, veths and routes. Returns
+    once every process it stopped has exited and is reaped, and the fixed ports are free,
+    so an `up` right after cannot meet a busy port (what is still there is logged, and
+    `leftovers` reports it)."""
+    sessions = [pid for c in COMPONENTS if (pid := recorded_pid(c)) is not None]
+    pods = _pod_processes()
+    left: list[int] = []
     for name in COMPONENTS:
-        stop(name, grace=15.0 if name == "kubelet" else 10.0)
+        left += stop(name, grace=15.0 if name == "kubelet" else 10.0)
     # Safety net for pod processes the runtime could not stop (it records their pids).
-    for pid_file in PODS.glob("**/*.pid") if PODS.exists() else []:
-        with contextlib.suppress(ValueError, OSError):
-            pid = int(pid_file.read_text().split()[0])
-            if alive(pid):
-                kill_group(pid, grace=2.0)
-    network.teardown_network()
+    for pid in pods:
+        left += kill_session(pid, grace=2.0)
+    killed = network.teardown_network()
+    left = wait_reaped(pids=[*left, *killed], sessions=[*sessions, *pods], timeout=REAP_WAIT)
+    busy = wait_ports_free((*PORTS, topo.KUBELET_PORT), timeout=KILL_WAIT)
     for d in (ETCD_DATA, PROM_DATA, PODS, PIDS, prometheus.SD_FILE.parent, USERS):
         shutil.rmtree(d, ignore_errors=True)
     ENV_FILE.unlink(missing_ok=True)
     SESSION_STARTED.unlink(missing_ok=True)
+    if left or busy:
+        log(f"down: still there: processes {left}, ports {busy}")
     if not quiet:
         log("cluster down")
+
+
+def _pod_processes() -> list[int]:
+    """Pod processes recorded by the pod runtime (`pods/<ns>_<pod>_<uid8>/<container>.pid`)
+    that are still alive in their pod's network namespace; the namespace check keeps a
+    pid reused by an unrelated process out of reach."""
+    found = []
+    for pid_file in PODS.glob("*/*.pid") if PODS.exists() else []:
+        netns = topo.POD_NETNS_PREFIX + pid_file.parent.name.rpartition("_")[2]
+        with contextlib.suppress(ValueError, OSError):
+            pid = int(pid_file.read_text().split()[0])
+            if os.stat(f"/proc/{pid}/ns/net").st_ino == os.stat(f"/run/netns/{netns}").st_ino:
+                found.append(pid)
+    return found
 
 
 def leftovers() -> list[str]:

@@ -8,7 +8,7 @@ import pathlib
 import signal
 
 from harness import topology as topo
-from harness.cluster.processes import run
+from harness.cluster.processes import KILL_WAIT, run, wait_exited
 
 
 def netns_exists(name: str) -> bool:
@@ -58,24 +58,35 @@ def pod_namespaces() -> list[str]:
     return sorted(p.name for p in netns_dir.iterdir() if p.name.startswith(topo.POD_NETNS_PREFIX))
 
 
-def delete_pod_namespaces() -> None:
-    """Kill what still runs in pod namespaces and delete them (teardown, runtime restart)."""
+def _kill_in(ns: str) -> list[int]:
+    """SIGKILL every process in network namespace `ns`; returns their pids."""
+    pids = [
+        int(p) for p in run(["ip", "netns", "pids", ns], check=False, quiet=True).stdout.split()
+    ]
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return pids
+
+
+def delete_pod_namespaces() -> list[int]:
+    """Kill what still runs in pod namespaces, wait for it to exit and delete them
+    (teardown, runtime restart). Returns the pids it killed."""
+    killed = []
     for ns in pod_namespaces():
-        pids = run(["ip", "netns", "pids", ns], check=False, quiet=True).stdout
-        for pid in pids.split():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(pid), signal.SIGKILL)
+        killed += _kill_in(ns)
         run(["ip", "netns", "del", ns], check=False, quiet=True)
+    wait_exited(killed, timeout=KILL_WAIT)
+    return killed
 
 
-def teardown_network() -> None:
-    delete_pod_namespaces()
+def teardown_network() -> list[int]:
+    """Delete what `setup_network` made, and every pod namespace; processes still in any
+    of the namespaces are killed, and waited for. Returns the pids it killed."""
+    killed = delete_pod_namespaces()
     for node in topo.NODES:
         if netns_exists(node.netns):
-            pids = run(["ip", "netns", "pids", node.netns], check=False, quiet=True).stdout
-            for pid in pids.split():
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(int(pid), signal.SIGKILL)
+            killed += _kill_in(node.netns)
             run(["ip", "netns", "del", node.netns], check=False)
         if link_exists(node.host_veth):
             run(["ip", "link", "del", node.host_veth], check=False, quiet=True)
@@ -84,3 +95,5 @@ def teardown_network() -> None:
     routes = run(["ip", "route", "show", "type", "unreachable"], check=False, quiet=True).stdout
     if str(topo.TEST_RANGE) in routes:
         run(["ip", "route", "del", "unreachable", str(topo.TEST_RANGE)], check=False)
+    wait_exited(killed, timeout=KILL_WAIT)
+    return killed

@@ -10,7 +10,8 @@ import signal
 import subprocess
 import time
 import urllib.error
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import NamedTuple
 
 from harness import topology as topo
 from harness.cluster.state import LOGS, PIDS, ClusterError, log
@@ -77,25 +78,134 @@ def alive(pid: int) -> bool:
     return True
 
 
-def kill_group(pid: int, *, grace: float) -> None:
-    for sig in (signal.SIGTERM, signal.SIGKILL):
+class _Stat(NamedTuple):
+    state: str
+    session: int
+
+
+def _stat(pid: int) -> _Stat | None:
+    try:
+        text = pathlib.Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text.rpartition(")")[2].split()  # the command name may hold spaces and ")"
+    return _Stat(state=fields[0], session=int(fields[3]))
+
+
+def exited(pid: int) -> bool:
+    """Has the process exited completely? A multi-threaded process (etcd, the apiserver:
+    Go) shows its main thread as a zombie while its other threads still tear it down,
+    listening sockets included; `alive` calls that dead (`pgrep` saw the apiserver ~1 s
+    after `down` returned), so here a zombie counts only once its last thread is gone."""
+    st = _stat(pid)
+    if st is None:
+        return True
+    if st.state not in ("Z", "X"):
+        return False
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)  # our child (this process ran `up`): reap it
+    try:
+        return len(os.listdir(f"/proc/{pid}/task")) <= 1
+    except OSError:
+        return True
+
+
+def session_members(sid: int) -> list[int]:
+    """Processes of session `sid` that have not exited (`start` makes one per component)."""
+    members = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            pid = int(entry.name)
+            st = _stat(pid)
+            if st is not None and st.session == sid and not exited(pid):
+                members.append(pid)
+    return members
+
+
+KILL_WAIT = 10.0  # after SIGKILL: exiting frees a large heap, slow on a loaded machine
+
+
+def kill_session(pid: int, *, grace: float) -> list[int]:
+    """SIGTERM the process group `pid` leads, wait up to `grace` for every process of its
+    session to exit, then SIGKILL what is left and wait again. Returns the pids still
+    there after that (none, unless a process is stuck in the kernel)."""
+    left: list[int] = []
+    for sig, patience in ((signal.SIGTERM, grace), (signal.SIGKILL, KILL_WAIT)):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, sig)
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, sig)
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline:
-            if not alive(pid):
-                return
-            time.sleep(0.05)
+        for member in {pid, *left}:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(member, sig)
+        deadline = time.monotonic() + patience
+        # Cheap while the leader runs; the whole session is scanned once it has exited.
+        while left := [pid] if not exited(pid) else session_members(pid):
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(0.02)
+        else:
+            return []
+    return left
 
 
-def stop(name: str, *, grace: float = 10.0) -> None:
+def wait_exited(pids: Iterable[int], *, timeout: float) -> list[int]:
+    """Wait until every one of `pids` has exited; returns those that did not in time."""
+    deadline = time.monotonic() + timeout
+    while left := [p for p in pids if not exited(p)]:
+        if time.monotonic() >= deadline:
+            return left
+        time.sleep(0.02)
+    return []
+
+
+REAP_WAIT = 5.0
+
+
+def wait_reaped(*, pids: Iterable[int], sessions: Iterable[int], timeout: float) -> list[int]:
+    """Wait until `pids` and every process of `sessions` are gone from the process table.
+
+    An exited process holds nothing, but it is listed (by `pgrep` too) until its parent
+    reaps it. This process reaps its own children; processes an `up` in another process
+    left behind belong to init, which on this machine reaps about once a second (measured:
+    an orphan stayed a zombie 1.1 s). Returns the pids still listed after `timeout`."""
+    want, sids = set(pids), set(sessions)
+    deadline = time.monotonic() + timeout
+    while True:
+        left = []
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            pid = int(entry.name)
+            st = _stat(pid)
+            if st is not None and (pid in want or st.session in sids):
+                exited(pid)  # reaps it when it is a child of this process
+                if _stat(pid) is not None:
+                    left.append(pid)
+        if not left or time.monotonic() >= deadline:
+            return left
+        time.sleep(0.05)
+
+
+def wait_ports_free(ports: Iterable[int], *, timeout: float) -> list[int]:
+    """Wait until nothing listens on any of `ports`; returns those still taken."""
+    deadline = time.monotonic() + timeout
+    while busy := [p for p in ports if port_open(p)]:
+        if time.monotonic() >= deadline:
+            return busy
+        time.sleep(0.05)
+    return []
+
+
+def stop(name: str, *, grace: float = 10.0) -> list[int]:
+    """Stop a component and wait for its whole session to exit; returns what survived."""
     pid = recorded_pid(name)
+    left = []
     if pid is not None:
         log(f"stopping {name} (pid {pid})")
-        kill_group(pid, grace=grace)
+        left = kill_session(pid, grace=grace)
+        if left:
+            log(f"{name}: processes {left} still there after SIGKILL")
     _pid_file(name).unlink(missing_ok=True)
+    return left
 
 
 def run(
