@@ -65,6 +65,16 @@ def pytest_configure(config: pytest.Config) -> None:
         "local_runtime: relies on the local harness's pod runtime (pids of pod processes); "
         "not for kind",
     )
+    config.addinivalue_line(
+        "markers",
+        "cluster_restart: takes the shared local cluster down and up again; runs first in "
+        "the session, before other tests leave state on the cluster (the operator install)",
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # Stable: the restarting tests keep their order, and so does everything else.
+    items.sort(key=lambda item: item.get_closest_marker("cluster_restart") is None)
 
 
 @pytest.fixture(scope="session")
