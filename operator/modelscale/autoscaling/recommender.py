@@ -62,6 +62,10 @@ SCALE_UP_STABILIZING = "ScaleUpStabilizing"
 LATENCY_MARGIN = "LatencyMargin"
 
 KEEP_DECISIONS = 10
+# Share of a rise since the last sample added on top of it (see recommend_for_forecast).
+STEP_GAIN = 1.0
+# On a P99 over its SLO, scale the warmed replicas by the overshoot, up to this factor.
+BURST_CAP = 2.0
 # Time constant of the usual prompt/output mix (seconds): hours of traffic, so a burst of
 # long prompts stands out against it.
 MIX_TIME_CONSTANT_S = 3600.0
@@ -122,7 +126,9 @@ def bootstrap(
             last = t
     m = m._replace(fc=fc, sample_time=last)
     return ScalingState(
-        last_scale_time=state.last_scale_time, decisions=state.decisions, model=state_mod.dump(m)
+        last_scale_time=state.last_scale_time,
+        decisions=state.decisions,
+        model=state_mod.dump(m, config=config),
     )
 
 
@@ -135,7 +141,12 @@ def _clamp(replicas: int, config: PolicyConfig) -> int:
 
 
 def _finish(
-    *, obs: Observation, state: ScalingState, model: PolicyModel, rec: Recommendation
+    *,
+    obs: Observation,
+    state: ScalingState,
+    model: PolicyModel,
+    rec: Recommendation,
+    config: PolicyConfig,
 ) -> tuple[Recommendation, ScalingState]:
     decisions = state.decisions
     last = decisions[-1] if decisions else None
@@ -150,7 +161,7 @@ def _finish(
     return rec, ScalingState(
         last_scale_time=obs.now if scaled else state.last_scale_time,
         decisions=decisions,
-        model=state_mod.dump(model),
+        model=state_mod.dump(model, config=config),
     )
 
 
@@ -228,6 +239,12 @@ def _learn_mix(obs: Observation, *, model: PolicyModel) -> PolicyModel:
     )
 
 
+def pressure(obs: Observation, config: PolicyConfig) -> float | None:
+    """The worst watched P99 as a share of its SLO (None: none measured)."""
+    shares = [p99 / slo for _, p99, slo in latencies(obs, config)]
+    return max(shares) if shares else None
+
+
 def _learn(
     obs: Observation, *, config: PolicyConfig, model: PolicyModel, backlog_draining: bool
 ) -> PolicyModel:
@@ -240,15 +257,56 @@ def _learn(
     load = work_rate(obs, config=config, model=model)
     fc = state_mod.FORECASTER.update(model.fc, t=obs.sample_time, value=load)
     cap = model.cap
-    if obs.warmed_replicas > 0 and obs.p99_seconds is not None:
-        cap = state_mod.CAPACITY.observe(
+    adaptive = config.adaptive
+    share = pressure(obs, config) if adaptive else obs.p99_seconds
+    if adaptive and share is not None:
+        share *= config.latency_slo_seconds  # every watched signal, in units of its SLO
+    if obs.warmed_replicas > 0 and share is not None:
+        cap = state_mod.capacity_model(config).observe(
             cap,
             load=load / obs.warmed_replicas,
-            p99=obs.p99_seconds,
+            p99=share,
             target=config.target_tokens_per_replica,
             slo=config.latency_slo_seconds,
         )
-    return model._replace(fc=fc, cap=cap, sample_time=obs.sample_time)
+    correction = model.correction
+    if adaptive:
+        correction = state_mod.MISSES.update(
+            correction,
+            pressure=pressure(obs, config),
+            demand=load > 0.0 and obs.warmed_replicas > 0,
+        )
+    return model._replace(fc=fc, cap=cap, sample_time=obs.sample_time, correction=correction)
+
+
+def _score_forecast(
+    obs: Observation, *, config: PolicyConfig, model: PolicyModel, need: ForecastNeed
+) -> PolicyModel:
+    """After a new sample: score the forecasts now due, remember this one."""
+    assert obs.sample_time is not None
+    load = work_rate(obs, config=config, model=model)
+    err = state_mod.ERRORS.update(
+        model.err,
+        t=obs.sample_time,
+        actual=load,
+        forecast=need.forecast.mean,
+        horizon=need.horizon,
+    )
+    return model._replace(err=err, rate=_round(load))
+
+
+def _round(x: float) -> float:
+    return float(f"{x:.6g}")
+
+
+def zero_demand(obs: Observation) -> bool:
+    """Nothing served, nothing prefilled, nothing waiting over the whole rate window."""
+    return (
+        obs.token_rate is not None
+        and obs.token_rate <= 0.0
+        and (obs.prompt_token_rate is None or obs.prompt_token_rate <= 0.0)
+        and (obs.queue_depth is None or obs.queue_depth <= 0.0)
+    )
 
 
 class ForecastNeed(NamedTuple):
@@ -270,21 +328,38 @@ def recommend_for_forecast(
     horizon = obs.measured_horizon_seconds or config.default_horizon_seconds
     fc = state_mod.FORECASTERS[config.seasonality].forecast(model.fc, t=obs.now, horizon=horizon)
     # The rate served now counts too (the forecast lags a sudden rise), unless it is a
-    # backlog being drained.
+    # backlog being drained. A rise since the last sample is extrapolated: a step in
+    # demand shows in a 1-minute rate only gradually (a quarter per 15 s), so the first
+    # pass that sees it asks for the rest of it.
     now_rate = work_rate(obs, config=config, model=model)
-    demand = fc.upper if backlog_draining else max(fc.upper, now_rate)
+    rising = 0.0 if model.rate is None else max(now_rate - model.rate, 0.0)
+    adaptive = config.adaptive
+    now_rate = min(now_rate + STEP_GAIN * rising, 2.0 * now_rate) if adaptive else now_rate
+    factor = state_mod.ERRORS.factor(model.err) if adaptive else None
+    upper = fc.upper if factor is None else fc.mean * factor
+    demand = upper if backlog_draining else max(upper, now_rate)
+    idle = adaptive and zero_demand(obs) and not backlog_draining
+    if idle and not state_mod.FORECASTERS[config.seasonality].uses_profile(model.fc):
+        # Nothing served for a whole rate window and no daily profile that expects more:
+        # the forecast's slowly decaying level is not demand.
+        demand = 0.0
     target = config.target_tokens_per_replica
-    cap = state_mod.CAPACITY.capacity(model.cap, target=target)
-    usable = cap * config.headroom
+    capacity = state_mod.capacity_model(config)
+    cap = capacity.capacity(model.cap, target=target)
+    # The configured headroom covers the prior; once the pods' metrics have located the
+    # knee, the margin is the measured forecast error and the SLO-miss correction.
+    share = config.headroom if model.cap.capacity is None or not adaptive else 1.0
+    usable = cap * share * model.correction
     replicas = max(math.ceil(demand / usable - 1e-9), 0) if usable > 0 else config.max_replicas
     replicas = max(replicas, 1) if demand > 0 else replicas
+    margin = f"x{factor:.2f} measured error" if factor is not None else f"upper {fc.upper:.0f}"
     message = (
-        f"forecast {fc.mean:.0f} tok/s (upper {fc.upper:.0f}) in {horizon:.0f} s, "
+        f"forecast {fc.mean:.0f} tok/s ({margin}) in {horizon:.0f} s, "
         f"now {now_rate:.0f} tok/s: needs {_replicas(replicas)} at "
-        f"{config.headroom:.0%} of {cap:.0f} tok/s"
+        f"{share * model.correction:.0%} of {cap:.0f} tok/s"
     )
     current = obs.current_replicas
-    if 0 < replicas < current and usable > 0 and config.scale_down_hysteresis > 0:
+    if 0 < replicas < current and usable > 0 and config.scale_down_hysteresis > 0 and not idle:
         # Fewer replicas only with room to spare: demand that jitters around a replica
         # boundary would otherwise give one back and want it again a minute later, and
         # a replica takes the whole horizon to return.
@@ -298,7 +373,7 @@ def recommend_for_forecast(
                 "of spare demand to scale down"
             )
             replicas = kept
-    curve = state_mod.CAPACITY.latency_curve(model.cap, target=target)
+    curve = capacity.latency_curve(model.cap, target=target)
     predicted = curve.p99(demand / replicas) if replicas > 0 else None
     if predicted is not None and predicted > config.latency_slo_seconds:
         r = replicas
@@ -384,12 +459,16 @@ def recommend(
         rec, model = _recommend_without_metrics(
             obs=obs, config=config, model=model, blocked=blocked
         )
-        return _finish(obs=obs, state=state, model=model, rec=rec)
+        return _finish(obs=obs, state=state, model=model, rec=rec, config=config)
 
     previous_queue = model.queue
     backlog = draining(obs, config=config, previous_queue=previous_queue)
+    seen = model.sample_time
+    fresh = obs.sample_time is not None and (seen is None or obs.sample_time > seen)
     model = _learn(obs, config=config, model=model, backlog_draining=backlog)
     need = recommend_for_forecast(obs, config=config, model=model, backlog_draining=backlog)
+    if fresh and not backlog:
+        model = _score_forecast(obs, config=config, model=model, need=need)
     replicas, reason, message = need.replicas, need.reason, need.message
     if backlog:
         message += (
@@ -399,6 +478,11 @@ def recommend(
     urgent = recommend_for_reality(obs, config=config, model=model)  # model.queue: previous
     if urgent is not None:
         floor = max(obs.current_replicas, obs.warmed_replicas + 1)
+        share = pressure(obs, config)
+        if urgent.reason == LATENCY_SLO and share is not None and config.adaptive:
+            # Far over the SLO is far over capacity: one replica at a time would take a
+            # horizon per replica to catch up with a step in demand.
+            floor = max(floor, math.ceil(obs.warmed_replicas * min(share, BURST_CAP) - 1e-9))
         if floor > replicas:
             replicas, reason = floor, urgent.reason
             message = f"{urgent.message}: {replicas} replicas ({message})"
@@ -458,4 +542,4 @@ def recommend(
         forecast_p99_seconds=need.predicted_p99,
         horizon_seconds=need.horizon,
     )
-    return _finish(obs=obs, state=state, model=model, rec=rec)
+    return _finish(obs=obs, state=state, model=model, rec=rec, config=config)

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from modelscale.autoscaling import adapt
 from modelscale.autoscaling import capacity as capacity_mod
 from modelscale.autoscaling import forecast as forecast_mod
 from modelscale.autoscaling.types import PolicyConfig, Seasonality
 
-MODEL_VERSION = 1
+MODEL_VERSION = 2  # 2: capacity bins 0.2 x the prior wide, forecast error, SLO misses
 
 # One forecaster per seasonality setting; they share the state format, so changing the
 # spec keeps what was learned.
@@ -24,7 +25,20 @@ FORECASTERS: dict[Seasonality, forecast_mod.Seasonal] = {
     "None": forecast_mod.Seasonal(mode="None"),
 }
 FORECASTER = FORECASTERS["Auto"]
-CAPACITY = capacity_mod.CapacityModel()
+# The spec's tokens/s per replica is a prior: the pods' own (load, P99) pairs move it
+# down to where P99 crosses `knee` x SLO, or up to `probe` x the heaviest load seen well
+# within it (docs/policy.md: what each bought in the trace benchmark).
+CAPACITY = capacity_mod.CapacityModel(
+    bins=16, bin_fraction=0.2, min_ratio=0.25, max_ratio=4.0, knee=0.6, probe=1.5
+)
+# PolicyConfig.adaptive False: the spec's value is a ceiling (the model before issue 11).
+CAPACITY_FIXED = capacity_mod.CapacityModel()
+ERRORS = adapt.ForecastError()
+MISSES = adapt.SloMisses()
+
+
+def capacity_model(config: PolicyConfig) -> capacity_mod.CapacityModel:
+    return CAPACITY if config.adaptive else CAPACITY_FIXED
 
 
 class PolicyModel(NamedTuple):
@@ -40,6 +54,12 @@ class PolicyModel(NamedTuple):
     # Decayed sums of prompt and output tokens/s samples: their ratio is the usual mix.
     mix_prompt: float = 0.0
     mix_output: float = 0.0
+    # Forecasts awaiting their time and the measured error of those scored.
+    err: adapt.ErrorState = adapt.ErrorState()
+    # Usable-capacity correction from observed SLO misses (1: none).
+    correction: float = 1.0
+    # The demand (work rate) of the previous sample, for the step response.
+    rate: float | None = None
 
 
 def load(data: dict[str, Any], *, config: PolicyConfig) -> PolicyModel:
@@ -58,11 +78,12 @@ def _parse(data: dict[str, Any], *, config: PolicyConfig) -> PolicyModel:
     since = data.get("since")
     queue = data.get("q")
     ts = data.get("ts")
+    capacity = capacity_model(config)
     return PolicyModel(
         fc=FORECASTER.from_dict(data["fc"]) if "fc" in data else FORECASTER.initial(),
-        cap=CAPACITY.from_dict(data["cap"], target=target)
-        if "cap" in data
-        else CAPACITY.initial(target=target),
+        cap=capacity.from_dict(data["cap"], target=target)
+        if "cap" in data and data.get("ad", True) == config.adaptive
+        else capacity.initial(target=target),
         down=tuple((float(t), int(r)) for t, r in data.get("down", ())),
         up=tuple((float(t), int(r)) for t, r in data.get("up", ())),
         since=None if since is None else float(since),
@@ -70,12 +91,16 @@ def _parse(data: dict[str, Any], *, config: PolicyConfig) -> PolicyModel:
         sample_time=None if ts is None else float(ts),
         mix_prompt=float(data.get("mp", 0.0)),
         mix_output=float(data.get("mo", 0.0)),
+        err=ERRORS.from_dict(data["err"]) if "err" in data else adapt.ErrorState(),
+        correction=float(data.get("cor", 1.0)),
+        rate=None if data.get("r") is None else float(data["r"]),
     )
 
 
-def dump(m: PolicyModel) -> dict[str, Any]:
+def dump(m: PolicyModel, *, config: PolicyConfig) -> dict[str, Any]:
     return {
         "v": MODEL_VERSION,
+        "ad": config.adaptive,  # the capacity bins' layout
         "fc": FORECASTER.to_dict(m.fc),
         "cap": CAPACITY.to_dict(m.cap),
         "down": [[t, r] for t, r in m.down],
@@ -85,6 +110,9 @@ def dump(m: PolicyModel) -> dict[str, Any]:
         "ts": m.sample_time,
         "mp": m.mix_prompt,
         "mo": m.mix_output,
+        "err": ERRORS.to_dict(m.err),
+        "cor": m.correction,
+        "r": m.rate,
     }
 
 
