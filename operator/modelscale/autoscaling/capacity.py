@@ -88,6 +88,17 @@ class CapacityModel:
     # mix let the fleet shrink to one replica when the mix changed (P99 TTFT 45 s).
     min_ratio: float = 0.5
     max_ratio: float = 1.0
+    # Share of the SLO at which the latency curve marks the knee: capacity is the load
+    # where the fitted P99 crosses `knee` x SLO (1.0: the SLO itself).
+    knee: float = 1.0
+    # With no crossing seen, the capacity may rise to `probe` x the heaviest load seen
+    # within the SLO (and is never lowered for lack of a crossing): the spec's value is
+    # then only a prior that the pods' own metrics move up as well as down. None: no
+    # crossing means the spec's value (raised only as far as loads seen safe).
+    probe: float | None = None
+    # ... and only while the fitted P99 at the heaviest load seen is below this share of
+    # the SLO: between it and `knee` the capacity holds.
+    grow_below: float = 1.0
 
     def initial(self, *, target: float) -> CapacityState:
         return CapacityState(scale=target, p99=(None,) * self.bins, n=(0,) * self.bins)
@@ -122,8 +133,13 @@ class CapacityModel:
         if new.total < self.min_points:
             return new
         curve = self._envelope(new)
-        wanted = self._capacity_estimate(new, curve=curve, target=target, slo=slo)
         current = target if state.capacity is None else state.capacity
+        wanted = self._capacity_estimate(new, curve=curve, target=target, slo=slo * self.knee)
+        top = curve.points[-1] if curve.points else None
+        if self.probe is not None and top is not None and top[1] <= slo * self.knee:
+            highest_safe = top[0] + 0.5 * curve.width
+            grow = top[1] <= slo * self.grow_below
+            wanted = max(current, self.probe * highest_safe) if grow else current
         wanted = min(max(wanted, self.min_ratio * target), self.max_ratio * target)
         bounded = min(
             max(wanted, current * (1.0 - self.max_change)), current * (1.0 + self.max_change)

@@ -25,10 +25,11 @@ What it does, in order:
    recommendations have been recorded for a whole window; steps bounded by
    max_scale_up_step / max_scale_down_step.
 
-The state (`ScalingState.model`) holds the forecaster, the capacity model, the two
-stabilisation windows as monotone queues (a few entries, not raw history), the last
-queue depth and the last sample time: about 2 KB of JSON. `ScalingState.decisions` keeps
-the last 10 *changes* (of replica count or reason), each with its time.
+The state (`ScalingState.model`, typed and serialised by `state.py`) holds the forecaster,
+the capacity model, the two stabilisation windows as monotone queues (a few entries, not
+raw history), the last queue depth and the last sample time: about 2 KB of JSON.
+`ScalingState.decisions` keeps the last 10 *changes* (of replica count or reason), each
+with its time.
 """
 
 from __future__ import annotations
@@ -36,17 +37,17 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
-from modelscale.autoscaling import capacity as capacity_mod
 from modelscale.autoscaling import forecast as forecast_mod
+from modelscale.autoscaling import state as state_mod
+from modelscale.autoscaling.state import PolicyModel
 from modelscale.autoscaling.types import (
     Decision,
     Observation,
     PolicyConfig,
     Recommendation,
     ScalingState,
-    Seasonality,
 )
 
 FORECAST_TOKEN_RATE = "ForecastTokenRate"
@@ -61,20 +62,13 @@ SCALE_UP_STABILIZING = "ScaleUpStabilizing"
 LATENCY_MARGIN = "LatencyMargin"
 
 KEEP_DECISIONS = 10
+# Share of a rise since the last sample added on top of it (see recommend_for_forecast).
+STEP_GAIN = 1.0
+# On a P99 over its SLO, scale the warmed replicas by the overshoot, up to this factor.
+BURST_CAP = 2.0
 # Time constant of the usual prompt/output mix (seconds): hours of traffic, so a burst of
 # long prompts stands out against it.
 MIX_TIME_CONSTANT_S = 3600.0
-MODEL_VERSION = 1
-
-# One forecaster per seasonality setting; they share the state format, so changing the
-# spec keeps what was learned.
-FORECASTERS: dict[Seasonality, forecast_mod.Seasonal] = {
-    "Auto": forecast_mod.Seasonal(mode="Auto"),
-    "Daily": forecast_mod.Seasonal(mode="Daily"),
-    "None": forecast_mod.Seasonal(mode="None"),
-}
-FORECASTER = FORECASTERS["Auto"]
-CAPACITY = capacity_mod.CapacityModel()
 
 
 @dataclass(frozen=True)
@@ -118,99 +112,23 @@ def first_block(obs: Observation, config: PolicyConfig, checks: Iterable[Check])
     return None
 
 
-class _Model(NamedTuple):
-    """Typed view of ScalingState.model (a NamedTuple: `_replace` is cheap, and this runs
-    on every call)."""
-
-    fc: forecast_mod.SeasonalState
-    cap: capacity_mod.CapacityState
-    down: tuple[tuple[float, int], ...]  # (time, replicas), replicas strictly decreasing
-    up: tuple[tuple[float, int], ...]  # (time, replicas), replicas strictly increasing
-    since: float | None  # first time a recommendation entered the windows
-    queue: float | None
-    sample_time: float | None
-    # Decayed sums of prompt and output tokens/s samples: their ratio is the usual mix.
-    mix_prompt: float = 0.0
-    mix_output: float = 0.0
-
-
-def _load_model(data: dict[str, Any], *, config: PolicyConfig) -> _Model:
-    """The typed model; a status from another version, or one edited into nonsense,
-    gives a fresh model rather than an operator that fails on every pass."""
-    try:
-        return _parse_model(data, config=config)
-    except (KeyError, TypeError, ValueError, IndexError, AttributeError):
-        return _parse_model({}, config=config)
-
-
-def _parse_model(data: dict[str, Any], *, config: PolicyConfig) -> _Model:
-    target = config.target_tokens_per_replica
-    if not isinstance(data, dict) or data.get("v") != MODEL_VERSION:
-        data = {}
-    since = data.get("since")
-    queue = data.get("q")
-    ts = data.get("ts")
-    return _Model(
-        fc=FORECASTER.from_dict(data["fc"]) if "fc" in data else FORECASTER.initial(),
-        cap=CAPACITY.from_dict(data["cap"], target=target)
-        if "cap" in data
-        else CAPACITY.initial(target=target),
-        down=tuple((float(t), int(r)) for t, r in data.get("down", ())),
-        up=tuple((float(t), int(r)) for t, r in data.get("up", ())),
-        since=None if since is None else float(since),
-        queue=None if queue is None else float(queue),
-        sample_time=None if ts is None else float(ts),
-        mix_prompt=float(data.get("mp", 0.0)),
-        mix_output=float(data.get("mo", 0.0)),
-    )
-
-
-def _dump_model(m: _Model) -> dict[str, Any]:
-    return {
-        "v": MODEL_VERSION,
-        "fc": FORECASTER.to_dict(m.fc),
-        "cap": CAPACITY.to_dict(m.cap),
-        "down": [[t, r] for t, r in m.down],
-        "up": [[t, r] for t, r in m.up],
-        "since": m.since,
-        "q": m.queue,
-        "ts": m.sample_time,
-        "mp": m.mix_prompt,
-        "mo": m.mix_output,
-    }
-
-
-def _push(
-    window: tuple[tuple[float, int], ...],
-    *,
-    now: float,
-    replicas: int,
-    keep: float,
-    is_max: bool,
-) -> tuple[tuple[float, int], ...]:
-    """Sliding-window max (or min) as a monotone queue: O(distinct values) entries."""
-    out = [(t, r) for t, r in window if t > now - keep]
-    while out and ((out[-1][1] <= replicas) if is_max else (out[-1][1] >= replicas)):
-        out.pop()
-    out.append((now, replicas))
-    return tuple(out)
-
-
 def bootstrap(
     state: ScalingState, *, samples: Iterable[tuple[float, float]], config: PolicyConfig
 ) -> ScalingState:
     """Feed token-rate history (time, tokens/s), e.g. a Prometheus range query, into the
     forecaster so a new ModelDeployment or a lost status starts with a learned model."""
-    m = _load_model(state.model, config=config)
+    m = state_mod.load(state.model, config=config)
     fc = m.fc
     last = m.sample_time
     for t, value in samples:
         if math.isfinite(value) and (last is None or t > last):
-            fc = FORECASTER.update(fc, t=t, value=value)
+            fc = state_mod.FORECASTER.update(fc, t=t, value=value)
             last = t
     m = m._replace(fc=fc, sample_time=last)
     return ScalingState(
-        last_scale_time=state.last_scale_time, decisions=state.decisions, model=_dump_model(m)
+        last_scale_time=state.last_scale_time,
+        decisions=state.decisions,
+        model=state_mod.dump(m, config=config),
     )
 
 
@@ -223,7 +141,12 @@ def _clamp(replicas: int, config: PolicyConfig) -> int:
 
 
 def _finish(
-    *, obs: Observation, state: ScalingState, model: _Model, rec: Recommendation
+    *,
+    obs: Observation,
+    state: ScalingState,
+    model: PolicyModel,
+    rec: Recommendation,
+    config: PolicyConfig,
 ) -> tuple[Recommendation, ScalingState]:
     decisions = state.decisions
     last = decisions[-1] if decisions else None
@@ -238,43 +161,13 @@ def _finish(
     return rec, ScalingState(
         last_scale_time=obs.now if scaled else state.last_scale_time,
         decisions=decisions,
-        model=_dump_model(model),
-    )
-
-
-def _record_window(model: _Model, *, now: float, replicas: int, config: PolicyConfig) -> _Model:
-    previous = model.down[-1][0] if model.down else None  # the newest entry: the last call
-    since = model.since
-    if (
-        since is None
-        or previous is None
-        or now - previous > config.scale_down_stabilization_seconds
-    ):
-        # No recommendation for a whole window (new state, or the operator was down):
-        # the window starts again, so no scale-down before it has been filled.
-        since = now
-    return model._replace(
-        down=_push(
-            model.down,
-            now=now,
-            replicas=replicas,
-            keep=config.scale_down_stabilization_seconds,
-            is_max=True,
-        ),
-        up=_push(
-            model.up,
-            now=now,
-            replicas=replicas,
-            keep=config.scale_up_stabilization_seconds,
-            is_max=False,
-        ),
-        since=since,
+        model=state_mod.dump(model, config=config),
     )
 
 
 def _recommend_without_metrics(
-    *, obs: Observation, config: PolicyConfig, model: _Model, blocked: Blocked
-) -> tuple[Recommendation, _Model]:
+    *, obs: Observation, config: PolicyConfig, model: PolicyModel, blocked: Blocked
+) -> tuple[Recommendation, PolicyModel]:
     current = obs.current_replicas
     if config.on_missing_metrics == "Floor":
         replicas = _clamp(max(current, config.floor_replicas), config)
@@ -288,7 +181,7 @@ def _recommend_without_metrics(
         action = f"holding {replicas} replicas"
     # Record the held count in the windows: once metrics return, a scale-down still
     # waits a whole stabilisation window.
-    model = _record_window(model, now=obs.now, replicas=replicas, config=config)
+    model = state_mod.record_window(model, now=obs.now, replicas=replicas, config=config)
     return Recommendation(
         replicas=replicas,
         reason=blocked.reason,
@@ -312,7 +205,7 @@ def draining(obs: Observation, *, config: PolicyConfig, previous_queue: float | 
     )
 
 
-def work_rate(obs: Observation, *, config: PolicyConfig, model: _Model) -> float:
+def work_rate(obs: Observation, *, config: PolicyConfig, model: PolicyModel) -> float:
     """Demand in output-token equivalents at the usual request mix.
 
     The configured capacity (tokens/s per replica) was measured on some mix of prompt and
@@ -333,7 +226,7 @@ def work_rate(obs: Observation, *, config: PolicyConfig, model: _Model) -> float
     return (out + k * max(prompt, 0.0)) / (1.0 + k * ratio)
 
 
-def _learn_mix(obs: Observation, *, model: _Model) -> _Model:
+def _learn_mix(obs: Observation, *, model: PolicyModel) -> PolicyModel:
     prompt = obs.prompt_token_rate
     assert obs.token_rate is not None and obs.sample_time is not None
     if prompt is None or not math.isfinite(prompt) or obs.token_rate <= 0.0:
@@ -346,9 +239,15 @@ def _learn_mix(obs: Observation, *, model: _Model) -> _Model:
     )
 
 
+def pressure(obs: Observation, config: PolicyConfig) -> float | None:
+    """The worst watched P99 as a share of its SLO (None: none measured)."""
+    shares = [p99 / slo for _, p99, slo in latencies(obs, config)]
+    return max(shares) if shares else None
+
+
 def _learn(
-    obs: Observation, *, config: PolicyConfig, model: _Model, backlog_draining: bool
-) -> _Model:
+    obs: Observation, *, config: PolicyConfig, model: PolicyModel, backlog_draining: bool
+) -> PolicyModel:
     assert obs.token_rate is not None and obs.sample_time is not None
     if model.sample_time is not None and obs.sample_time <= model.sample_time:
         return model  # the same sample as last time: nothing new to learn
@@ -356,42 +255,111 @@ def _learn(
     if backlog_draining:
         return model._replace(sample_time=obs.sample_time)
     load = work_rate(obs, config=config, model=model)
-    fc = FORECASTER.update(model.fc, t=obs.sample_time, value=load)
+    fc = state_mod.FORECASTER.update(model.fc, t=obs.sample_time, value=load)
     cap = model.cap
-    if obs.warmed_replicas > 0 and obs.p99_seconds is not None:
-        cap = CAPACITY.observe(
+    adaptive = config.adaptive
+    share = pressure(obs, config) if adaptive else obs.p99_seconds
+    if adaptive and share is not None:
+        share *= config.latency_slo_seconds  # every watched signal, in units of its SLO
+    if obs.warmed_replicas > 0 and share is not None:
+        cap = state_mod.capacity_model(config).observe(
             cap,
             load=load / obs.warmed_replicas,
-            p99=obs.p99_seconds,
+            p99=share,
             target=config.target_tokens_per_replica,
             slo=config.latency_slo_seconds,
         )
-    return model._replace(fc=fc, cap=cap, sample_time=obs.sample_time)
+    correction = model.correction
+    if adaptive:
+        correction = state_mod.MISSES.update(
+            correction,
+            pressure=pressure(obs, config),
+            demand=load > 0.0 and obs.warmed_replicas > 0,
+        )
+    return model._replace(fc=fc, cap=cap, sample_time=obs.sample_time, correction=correction)
+
+
+def _score_forecast(
+    obs: Observation, *, config: PolicyConfig, model: PolicyModel, need: ForecastNeed
+) -> PolicyModel:
+    """After a new sample: score the forecasts now due, remember this one."""
+    assert obs.sample_time is not None
+    load = work_rate(obs, config=config, model=model)
+    err = state_mod.ERRORS.update(
+        model.err,
+        t=obs.sample_time,
+        actual=load,
+        forecast=need.forecast.mean,
+        horizon=need.horizon,
+    )
+    return model._replace(err=err, rate=_round(load))
+
+
+def _round(x: float) -> float:
+    return float(f"{x:.6g}")
+
+
+def zero_demand(obs: Observation) -> bool:
+    """Nothing served, nothing prefilled, nothing waiting over the whole rate window."""
+    return (
+        obs.token_rate is not None
+        and obs.token_rate <= 0.0
+        and (obs.prompt_token_rate is None or obs.prompt_token_rate <= 0.0)
+        and (obs.queue_depth is None or obs.queue_depth <= 0.0)
+    )
+
+
+class ForecastNeed(NamedTuple):
+    """What the forecast asks for, and the figures behind it."""
+
+    replicas: int
+    reason: str
+    message: str
+    forecast: forecast_mod.Forecast
+    horizon: float  # seconds ahead the forecast looked
+    predicted_p99: float | None  # P99 the latency curve predicts at `replicas`
 
 
 def recommend_for_forecast(
-    obs: Observation, *, config: PolicyConfig, model: _Model, backlog_draining: bool = False
-) -> tuple[int, str, str, forecast_mod.Forecast, float, float | None]:
-    """Replicas the forecast needs: (replicas, reason, message, forecast, horizon, P99)."""
+    obs: Observation, *, config: PolicyConfig, model: PolicyModel, backlog_draining: bool = False
+) -> ForecastNeed:
+    """Replicas the forecast needs."""
     assert obs.token_rate is not None
     horizon = obs.measured_horizon_seconds or config.default_horizon_seconds
-    fc = FORECASTERS[config.seasonality].forecast(model.fc, t=obs.now, horizon=horizon)
+    fc = state_mod.FORECASTERS[config.seasonality].forecast(model.fc, t=obs.now, horizon=horizon)
     # The rate served now counts too (the forecast lags a sudden rise), unless it is a
-    # backlog being drained.
+    # backlog being drained. A rise since the last sample is extrapolated: a step in
+    # demand shows in a 1-minute rate only gradually (a quarter per 15 s), so the first
+    # pass that sees it asks for the rest of it.
     now_rate = work_rate(obs, config=config, model=model)
-    demand = fc.upper if backlog_draining else max(fc.upper, now_rate)
+    rising = 0.0 if model.rate is None else max(now_rate - model.rate, 0.0)
+    adaptive = config.adaptive
+    now_rate = min(now_rate + STEP_GAIN * rising, 2.0 * now_rate) if adaptive else now_rate
+    factor = state_mod.ERRORS.factor(model.err) if adaptive else None
+    upper = fc.upper if factor is None else fc.mean * factor
+    demand = upper if backlog_draining else max(upper, now_rate)
+    idle = adaptive and zero_demand(obs) and not backlog_draining
+    if idle and not state_mod.FORECASTERS[config.seasonality].uses_profile(model.fc):
+        # Nothing served for a whole rate window and no daily profile that expects more:
+        # the forecast's slowly decaying level is not demand.
+        demand = 0.0
     target = config.target_tokens_per_replica
-    cap = CAPACITY.capacity(model.cap, target=target)
-    usable = cap * config.headroom
+    capacity = state_mod.capacity_model(config)
+    cap = capacity.capacity(model.cap, target=target)
+    # The configured headroom covers the prior; once the pods' metrics have located the
+    # knee, the margin is the measured forecast error and the SLO-miss correction.
+    share = config.headroom if model.cap.capacity is None or not adaptive else 1.0
+    usable = cap * share * model.correction
     replicas = max(math.ceil(demand / usable - 1e-9), 0) if usable > 0 else config.max_replicas
     replicas = max(replicas, 1) if demand > 0 else replicas
+    margin = f"x{factor:.2f} measured error" if factor is not None else f"upper {fc.upper:.0f}"
     message = (
-        f"forecast {fc.mean:.0f} tok/s (upper {fc.upper:.0f}) in {horizon:.0f} s, "
+        f"forecast {fc.mean:.0f} tok/s ({margin}) in {horizon:.0f} s, "
         f"now {now_rate:.0f} tok/s: needs {_replicas(replicas)} at "
-        f"{config.headroom:.0%} of {cap:.0f} tok/s"
+        f"{share * model.correction:.0%} of {cap:.0f} tok/s"
     )
     current = obs.current_replicas
-    if 0 < replicas < current and usable > 0 and config.scale_down_hysteresis > 0:
+    if 0 < replicas < current and usable > 0 and config.scale_down_hysteresis > 0 and not idle:
         # Fewer replicas only with room to spare: demand that jitters around a replica
         # boundary would otherwise give one back and want it again a minute later, and
         # a replica takes the whole horizon to return.
@@ -405,7 +373,7 @@ def recommend_for_forecast(
                 "of spare demand to scale down"
             )
             replicas = kept
-    curve = CAPACITY.latency_curve(model.cap, target=target)
+    curve = capacity.latency_curve(model.cap, target=target)
     predicted = curve.p99(demand / replicas) if replicas > 0 else None
     if predicted is not None and predicted > config.latency_slo_seconds:
         r = replicas
@@ -420,7 +388,14 @@ def recommend_for_forecast(
             f"{config.latency_slo_seconds:g} s SLO: {r} replicas"
         )
         replicas = r
-    return replicas, FORECAST_TOKEN_RATE, message, fc, horizon, predicted
+    return ForecastNeed(
+        replicas=replicas,
+        reason=FORECAST_TOKEN_RATE,
+        message=message,
+        forecast=fc,
+        horizon=horizon,
+        predicted_p99=predicted,
+    )
 
 
 def _secs(x: float) -> str:
@@ -450,7 +425,7 @@ def latency_margin_short(obs: Observation, config: PolicyConfig) -> str | None:
 
 
 def recommend_for_reality(
-    obs: Observation, *, config: PolicyConfig, model: _Model
+    obs: Observation, *, config: PolicyConfig, model: PolicyModel
 ) -> Blocked | None:
     """Latency or queue already bad now: at least one replica beyond the warmed ones."""
     for name, p99, slo in latencies(obs, config):
@@ -478,20 +453,23 @@ def recommend_for_reality(
 def recommend(
     obs: Observation, *, config: PolicyConfig, state: ScalingState
 ) -> tuple[Recommendation, ScalingState]:
-    model = _load_model(state.model, config=config)
+    model = state_mod.load(state.model, config=config)
     blocked = first_block(obs, config, METRIC_CHECKS)
     if blocked is not None:
         rec, model = _recommend_without_metrics(
             obs=obs, config=config, model=model, blocked=blocked
         )
-        return _finish(obs=obs, state=state, model=model, rec=rec)
+        return _finish(obs=obs, state=state, model=model, rec=rec, config=config)
 
     previous_queue = model.queue
     backlog = draining(obs, config=config, previous_queue=previous_queue)
+    seen = model.sample_time
+    fresh = obs.sample_time is not None and (seen is None or obs.sample_time > seen)
     model = _learn(obs, config=config, model=model, backlog_draining=backlog)
-    replicas, reason, message, fc, horizon, predicted = recommend_for_forecast(
-        obs, config=config, model=model, backlog_draining=backlog
-    )
+    need = recommend_for_forecast(obs, config=config, model=model, backlog_draining=backlog)
+    if fresh and not backlog:
+        model = _score_forecast(obs, config=config, model=model, need=need)
+    replicas, reason, message = need.replicas, need.reason, need.message
     if backlog:
         message += (
             f"; queue draining ({previous_queue:.0f} -> {obs.queue_depth:.0f}): the served "
@@ -500,6 +478,11 @@ def recommend(
     urgent = recommend_for_reality(obs, config=config, model=model)  # model.queue: previous
     if urgent is not None:
         floor = max(obs.current_replicas, obs.warmed_replicas + 1)
+        share = pressure(obs, config)
+        if urgent.reason == LATENCY_SLO and share is not None and config.adaptive:
+            # Far over the SLO is far over capacity: one replica at a time would take a
+            # horizon per replica to catch up with a step in demand.
+            floor = max(floor, math.ceil(obs.warmed_replicas * min(share, BURST_CAP) - 1e-9))
         if floor > replicas:
             replicas, reason = floor, urgent.reason
             message = f"{urgent.message}: {replicas} replicas ({message})"
@@ -511,7 +494,7 @@ def recommend(
         bound = "min" if clamped > replicas else "max"
         reason = MIN_REPLICAS if bound == "min" else MAX_REPLICAS
         message = f"{message}; clamped to {bound}Replicas {clamped}"
-    model = _record_window(model, now=obs.now, replicas=clamped, config=config)
+    model = state_mod.record_window(model, now=obs.now, replicas=clamped, config=config)
 
     current = obs.current_replicas
     final = clamped
@@ -555,8 +538,8 @@ def recommend(
         replicas=final,
         reason=reason,
         message=message,
-        forecast_token_rate=fc.mean,
-        forecast_p99_seconds=predicted,
-        horizon_seconds=horizon,
+        forecast_token_rate=need.forecast.mean,
+        forecast_p99_seconds=need.predicted_p99,
+        horizon_seconds=need.horizon,
     )
-    return _finish(obs=obs, state=state, model=model, rec=rec)
+    return _finish(obs=obs, state=state, model=model, rec=rec, config=config)

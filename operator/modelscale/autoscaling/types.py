@@ -78,6 +78,11 @@ class PolicyConfig:
     # bursty azure-conv-x4 (cheapest setting meeting 99 % of windows); 0.5 was best or
     # near it on every trace.
     scale_down_hysteresis: float = 0.5
+    # The learning policy (docs/policy.md): capacity learned from the pods' P99 with the
+    # spec's value as a prior, headroom from the measured forecast error, a correction
+    # from SLO misses, step and burst response, no hysteresis at zero demand. False: the
+    # spec's capacity as a ceiling with the constant `headroom` (the policy before).
+    adaptive: bool = True
 
 
 @dataclass(frozen=True)

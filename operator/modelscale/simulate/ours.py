@@ -31,6 +31,30 @@ def prompt_token_rate(view: View, *, window_s: float = RATE_WINDOW_S) -> float:
     return float(e.trace.input_tokens[lo:hi][sel].sum() / window_s)
 
 
+def sample_time(view: View) -> float:
+    """Timestamp of the newest scrape: the View's own when the engine provides it."""
+    own = getattr(view, "sample_time", None)
+    if isinstance(own, int | float):
+        return float(own)
+    return math.floor((view.now - SCRAPE_INTERVAL_S) / SCRAPE_INTERVAL_S) * SCRAPE_INTERVAL_S
+
+
+def observed_horizon(view: View) -> float | None:
+    """What the operator measures as the horizon: the median creation -> warmed time of
+    the replicas seen warm so far; None until one has warmed (the policy then uses its
+    configured default). The View's own measurement when the engine provides it."""
+    own = getattr(view, "observed_horizon", None)
+    if callable(own):
+        value = own()
+        return None if value is None else float(value)
+    e = view._e  # today's engine: the replica table, as the View reads it
+    n = e.n_ids
+    warm = e.warm_at[:n] <= view.now
+    if not warm.any():
+        return None
+    return float(np.median(e.warm_at[:n][warm] - e.created_at[:n][warm]))
+
+
 class Modelscale:
     """Our policy: the operator's recommender, gated warm-up (no traffic before warm)."""
 
@@ -63,11 +87,10 @@ class Modelscale:
             token_rate=view.token_rate(),
             p99_seconds=view.p99(signal="ttft"),
             queue_depth=float(view.queue_depth),
-            sample_time=math.floor((view.now - SCRAPE_INTERVAL_S) / SCRAPE_INTERVAL_S)
-            * SCRAPE_INTERVAL_S,
+            sample_time=sample_time(view),
             warmed_replicas=view.warmed,
             current_replicas=view.created,
-            measured_horizon_seconds=self.params.horizon_s,
+            measured_horizon_seconds=observed_horizon(view),
         )
 
     def decide(self, view: View) -> int:

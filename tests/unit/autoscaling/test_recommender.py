@@ -14,7 +14,10 @@ from modelscale.autoscaling import recommender
 from modelscale.autoscaling.types import Observation, PolicyConfig, Recommendation, ScalingState
 
 T0 = 1_700_438_400.0
+# These tests pin the mechanisms that do not learn: the spec's capacity is used as it
+# is (test_policy_learning.py covers the learning policy).
 CONFIG = PolicyConfig(
+    adaptive=False,
     min_replicas=1,
     max_replicas=20,
     target_tokens_per_replica=1000.0,

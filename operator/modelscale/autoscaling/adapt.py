@@ -1,0 +1,101 @@
+"""What the recommender learns about its own mistakes: forecast error and SLO misses.
+
+- `ForecastError`: each forecast of the demand at now + horizon is kept until its time
+  comes; then the demand actually seen is compared with it. The upper quantile of
+  log(actual / forecast) (a running mean plus `z` upside deviations) gives the factor the
+  forecast mean is multiplied by: the headroom the forecast needs, measured instead of
+  assumed. Until `min_count` forecasts have matured: None (the forecaster's own interval
+  is used).
+- `SloMisses`: a correction on the usable capacity from observed SLO misses. Every sample
+  whose P99 (the worst of the watched signals, as a share of its SLO) is over 1 with
+  demand present multiplies it by `cut`; every calm sample (below `calm` of the SLO)
+  lets it recover by `recover`, up to 1. A miss the capacity model cannot explain (a
+  burst, a mix change) therefore still asks for more replicas, and forgets it slowly.
+
+Both are a few numbers of state (the pending forecasts: horizon / 15 s entries). Pure.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+
+def _r(x: float) -> float:
+    return float(f"{x:.6g}")
+
+
+class ErrorState(NamedTuple):
+    pending: tuple[tuple[float, float], ...] = ()  # (due time, forecast mean)
+    n: int = 0
+    mean: float = 0.0  # EWMA of log(actual / forecast)
+    up: float = 0.0  # EWMA of the squared upside deviation from `mean` (x2)
+
+
+@dataclass(frozen=True, slots=True)
+class ForecastError:
+    alpha: float = 0.05  # EWMA weight of one matured forecast
+    z: float = 1.645  # one-sided 95 %
+    min_count: int = 8
+    max_factor: float = 2.5
+    keep: int = 40  # pending forecasts kept at most (a horizon of 10 min at 15 s)
+
+    def update(
+        self, state: ErrorState, *, t: float, actual: float, forecast: float, horizon: float
+    ) -> ErrorState:
+        """Score the forecasts due by `t` against `actual`, then remember `forecast`
+        (the demand predicted for t + horizon)."""
+        pending = list(state.pending)
+        n, mean, up = state.n, state.mean, state.up
+        while pending and pending[0][0] <= t:
+            _, predicted = pending.pop(0)
+            eps = max(1.0, 0.01 * max(predicted, actual))
+            x = math.log((max(actual, 0.0) + eps) / (max(predicted, 0.0) + eps))
+            x = min(max(x, -2.0), 2.0)  # one outage or restart does not dominate
+            w = self.alpha if n >= self.min_count else 1.0 / (n + 1)
+            mean += w * (x - mean)
+            dev = max(x - mean, 0.0)
+            up += w * (2.0 * dev * dev - up)
+            n = min(n + 1, 1_000_000)
+        pending.append((_r(t + horizon), _r(max(forecast, 0.0))))
+        return ErrorState(
+            pending=tuple(pending[-self.keep :]), n=n, mean=_r(mean), up=_r(max(up, 0.0))
+        )
+
+    def factor(self, state: ErrorState) -> float | None:
+        """What the forecast mean is multiplied by to cover its upside error (None:
+        not enough forecasts scored yet)."""
+        if state.n < self.min_count:
+            return None
+        f = math.exp(state.mean + self.z * math.sqrt(state.up))
+        return min(max(f, 1.0), self.max_factor)
+
+    def to_dict(self, state: ErrorState) -> dict[str, Any]:
+        return {"p": [list(x) for x in state.pending], "n": state.n, "m": state.mean, "u": state.up}
+
+    def from_dict(self, data: dict[str, Any]) -> ErrorState:
+        return ErrorState(
+            pending=tuple((float(t), float(v)) for t, v in data.get("p", ())),
+            n=int(data.get("n", 0)),
+            mean=float(data.get("m", 0.0)),
+            up=float(data.get("u", 0.0)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SloMisses:
+    cut: float = 0.9
+    recover: float = 1.01
+    calm: float = 0.5
+    floor: float = 0.5
+
+    def update(self, correction: float, *, pressure: float | None, demand: bool) -> float:
+        """`pressure`: the worst watched P99 as a share of its SLO (None: not measured)."""
+        if pressure is None or not demand:
+            return correction
+        if pressure > 1.0:
+            return _r(max(correction * self.cut, self.floor))
+        if pressure < self.calm:
+            return _r(min(correction * self.recover, 1.0))
+        return correction

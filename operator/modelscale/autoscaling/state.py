@@ -1,0 +1,164 @@
+"""The recommender's memory between calls, as kept in `ScalingState.model`.
+
+`PolicyModel` is the typed view (a NamedTuple: `_replace` is cheap, and this runs on every
+call); `load`/`dump` convert it from and to the compact JSON in the resource's status
+(about 2 KB); `record_window` keeps the two stabilisation windows as monotone queues, a
+few entries rather than raw history. Pure: no clock, no I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from modelscale.autoscaling import adapt
+from modelscale.autoscaling import capacity as capacity_mod
+from modelscale.autoscaling import forecast as forecast_mod
+from modelscale.autoscaling.types import PolicyConfig, Seasonality
+
+MODEL_VERSION = 2  # 2: capacity bins 0.2 x the prior wide, forecast error, SLO misses
+
+# One forecaster per seasonality setting; they share the state format, so changing the
+# spec keeps what was learned.
+FORECASTERS: dict[Seasonality, forecast_mod.Seasonal] = {
+    "Auto": forecast_mod.Seasonal(mode="Auto"),
+    "Daily": forecast_mod.Seasonal(mode="Daily"),
+    "None": forecast_mod.Seasonal(mode="None"),
+}
+FORECASTER = FORECASTERS["Auto"]
+# The spec's tokens/s per replica is a prior: the pods' own (load, P99) pairs move it
+# down to where P99 crosses `knee` x SLO, or up to `probe` x the heaviest load seen well
+# within it (docs/policy.md: what each bought in the trace benchmark).
+CAPACITY = capacity_mod.CapacityModel(
+    bins=16, bin_fraction=0.2, min_ratio=0.25, max_ratio=4.0, knee=0.6, probe=1.5
+)
+# PolicyConfig.adaptive False: the spec's value is a ceiling (the model before issue 11).
+CAPACITY_FIXED = capacity_mod.CapacityModel()
+ERRORS = adapt.ForecastError()
+MISSES = adapt.SloMisses()
+
+
+def capacity_model(config: PolicyConfig) -> capacity_mod.CapacityModel:
+    return CAPACITY if config.adaptive else CAPACITY_FIXED
+
+
+class PolicyModel(NamedTuple):
+    """Typed view of ScalingState.model."""
+
+    fc: forecast_mod.SeasonalState
+    cap: capacity_mod.CapacityState
+    down: tuple[tuple[float, int], ...]  # (time, replicas), replicas strictly decreasing
+    up: tuple[tuple[float, int], ...]  # (time, replicas), replicas strictly increasing
+    since: float | None  # first time a recommendation entered the windows
+    queue: float | None
+    sample_time: float | None
+    # Decayed sums of prompt and output tokens/s samples: their ratio is the usual mix.
+    mix_prompt: float = 0.0
+    mix_output: float = 0.0
+    # Forecasts awaiting their time and the measured error of those scored.
+    err: adapt.ErrorState = adapt.ErrorState()
+    # Usable-capacity correction from observed SLO misses (1: none).
+    correction: float = 1.0
+    # The demand (work rate) of the previous sample, for the step response.
+    rate: float | None = None
+
+
+def load(data: dict[str, Any], *, config: PolicyConfig) -> PolicyModel:
+    """The typed model; a status from another version, or one edited into nonsense,
+    gives a fresh model rather than an operator that fails on every pass."""
+    try:
+        return _parse(data, config=config)
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError):
+        return _parse({}, config=config)
+
+
+def _parse(data: dict[str, Any], *, config: PolicyConfig) -> PolicyModel:
+    target = config.target_tokens_per_replica
+    if not isinstance(data, dict) or data.get("v") != MODEL_VERSION:
+        data = {}
+    since = data.get("since")
+    queue = data.get("q")
+    ts = data.get("ts")
+    capacity = capacity_model(config)
+    return PolicyModel(
+        fc=FORECASTER.from_dict(data["fc"]) if "fc" in data else FORECASTER.initial(),
+        cap=capacity.from_dict(data["cap"], target=target)
+        if "cap" in data and data.get("ad", True) == config.adaptive
+        else capacity.initial(target=target),
+        down=tuple((float(t), int(r)) for t, r in data.get("down", ())),
+        up=tuple((float(t), int(r)) for t, r in data.get("up", ())),
+        since=None if since is None else float(since),
+        queue=None if queue is None else float(queue),
+        sample_time=None if ts is None else float(ts),
+        mix_prompt=float(data.get("mp", 0.0)),
+        mix_output=float(data.get("mo", 0.0)),
+        err=ERRORS.from_dict(data["err"]) if "err" in data else adapt.ErrorState(),
+        correction=float(data.get("cor", 1.0)),
+        rate=None if data.get("r") is None else float(data["r"]),
+    )
+
+
+def dump(m: PolicyModel, *, config: PolicyConfig) -> dict[str, Any]:
+    return {
+        "v": MODEL_VERSION,
+        "ad": config.adaptive,  # the capacity bins' layout
+        "fc": FORECASTER.to_dict(m.fc),
+        "cap": CAPACITY.to_dict(m.cap),
+        "down": [[t, r] for t, r in m.down],
+        "up": [[t, r] for t, r in m.up],
+        "since": m.since,
+        "q": m.queue,
+        "ts": m.sample_time,
+        "mp": m.mix_prompt,
+        "mo": m.mix_output,
+        "err": ERRORS.to_dict(m.err),
+        "cor": m.correction,
+        "r": m.rate,
+    }
+
+
+def push(
+    window: tuple[tuple[float, int], ...],
+    *,
+    now: float,
+    replicas: int,
+    keep: float,
+    is_max: bool,
+) -> tuple[tuple[float, int], ...]:
+    """Sliding-window max (or min) as a monotone queue: O(distinct values) entries."""
+    out = [(t, r) for t, r in window if t > now - keep]
+    while out and ((out[-1][1] <= replicas) if is_max else (out[-1][1] >= replicas)):
+        out.pop()
+    out.append((now, replicas))
+    return tuple(out)
+
+
+def record_window(
+    model: PolicyModel, *, now: float, replicas: int, config: PolicyConfig
+) -> PolicyModel:
+    previous = model.down[-1][0] if model.down else None  # the newest entry: the last call
+    since = model.since
+    if (
+        since is None
+        or previous is None
+        or now - previous > config.scale_down_stabilization_seconds
+    ):
+        # No recommendation for a whole window (new state, or the operator was down):
+        # the window starts again, so no scale-down before it has been filled.
+        since = now
+    return model._replace(
+        down=push(
+            model.down,
+            now=now,
+            replicas=replicas,
+            keep=config.scale_down_stabilization_seconds,
+            is_max=True,
+        ),
+        up=push(
+            model.up,
+            now=now,
+            replicas=replicas,
+            keep=config.scale_up_stabilization_seconds,
+            is_max=False,
+        ),
+        since=since,
+    )
