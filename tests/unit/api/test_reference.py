@@ -41,9 +41,9 @@ def test_kubectl_explain_has_a_description_for_every_spec_field() -> None:
 def test_reference_lists_every_spec_field_with_its_default() -> None:
     text = reference.render()
     spec = crd.openapi_schema()["properties"]["spec"]
-    for path, sub in fields(spec, "spec"):
+    for path, _ in fields(spec, "spec"):
         name = path.rsplit(".", 1)[-1]
         assert f"`{name}`" in text, path
     assert "| `minReplicas` | integer | `1` | ≥ 0; ≤ 10000 |" in text
     assert "| `cpu` | int or string |  | a Kubernetes quantity |" in text
-    assert "| `behavior` | string | `\"Hold\"` | one of `Hold`, `Floor` |" in text
+    assert '| `behavior` | string | `"Hold"` | one of `Hold`, `Floor` |' in text
