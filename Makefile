@@ -4,7 +4,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 # Debian's own python3.11: Triton's Python-backend stub links Debian's libpython, and a
-# venv from another 3.11 build (pyenv's) makes model loading fail (FIELD-NOTES).
+# venv from another 3.11 build (pyenv's) makes model loading fail (docs/field-notes.md).
 PYTHON_BASE ?= /usr/bin/python3.11
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -37,8 +37,24 @@ typecheck: $(STAMP) ## mypy --strict on the package
 	$(PY) -m mypy
 
 .PHONY: unit
-unit: $(STAMP) cluster-tools ## unit tests (no servers; the install-file tests run the pinned helm)
+unit: $(STAMP) helm ## unit tests: no servers, no Kubernetes build (the install-file tests run the pinned helm)
 	$(PY) -m pytest -q tests/unit
+
+.PHONY: helm
+helm: ## build only the pinned helm (≈ 2 min cold), what `make unit` needs
+	bash e2e/tools/build.sh helm
+
+.PHONY: docs
+docs: $(STAMP) ## regenerate docs/reference.md from the pydantic models
+	$(PY) -m modelscale.api.reference > docs/reference.md
+
+.PHONY: demo
+demo: $(STAMP) cluster-tools prometheus-install ## watch the operator scale a real Triton deployment ahead of a replayed trace (≈ 5 min)
+	PYTHONPATH=e2e $(PY) -m demo $(DEMO_ARGS)
+
+.PHONY: demo-down
+demo-down: ## remove what `make demo` left running (release, namespace, local cluster)
+	@if [ -x $(PY) ]; then PYTHONPATH=e2e $(PY) -m demo down && $(CLUSTER) down; fi
 
 CRD_FILE := crds/modeldeployments.modelscale.dev.yaml
 .PHONY: crds

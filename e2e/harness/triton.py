@@ -5,7 +5,7 @@ argv and the complete environment of a local ``tritonserver`` process bound to `
 The cluster harness runs it as ``ip netns exec <ns> <argv...>`` with that env; tests that only
 need a bare server on loopback use ``start_local`` / ``wait_ready`` / ``stop``.
 
-Facts this relies on (docs/FIELD-NOTES.md, "Triton on CPU from nvidia-pytriton"):
+Facts this relies on (docs/field-notes.md, "Triton on CPU from nvidia-pytriton"):
 - the Python backend needs a backend directory ``python/`` holding ``libtriton_python.so``,
   ``triton_python_backend_utils.py`` and the stub for *our* Python version;
 - the stub takes its site-packages from the first ``python3`` on ``PATH`` (it ignores

@@ -97,7 +97,7 @@ def autoscaled(name: str, namespace: str) -> dict[str, Any]:
                     "headroom": 0.8,
                 },
                 "forecast": {"horizonSeconds": HORIZON_S},
-                "scaleDown": {"stabilizationSeconds": SCALE_DOWN_WINDOW_S},
+                "scaleDown": {"stabilizationWindowSeconds": SCALE_DOWN_WINDOW_S},
             },
             "warmUp": {
                 "count": 4,

@@ -7,7 +7,14 @@
 # module because their go.mod files carry replace directives (golang/go#35878).
 set -euo pipefail
 
+# Usage: build.sh [NAME ...]   NAMEs among kube-apiserver kube-controller-manager
+# kube-scheduler kubectl etcd helm; none: all six (`make unit` asks for helm only).
 here=$(cd "$(dirname "$0")" && pwd)
+all=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd helm)
+only=("$@")
+for name in "${only[@]}"; do
+  [[ " ${all[*]} " == *" $name "* ]] || { echo "build.sh: unknown binary '$name' (one of: ${all[*]})" >&2; exit 2; }
+done
 K8S_VERSION=$(sed -n 's/^require k8s.io\/kubernetes \(v[0-9.]*\)$/\1/p' "$here/kubernetes/go.mod")
 ETCD_VERSION=$(sed -n 's/^require go.etcd.io\/etcd\/server\/v3 \(v[0-9.]*\)$/\1/p' "$here/etcd/go.mod")
 HELM_VERSION=$(sed -n 's/^require helm.sh\/helm\/v3 \(v[0-9.]*\)$/\1/p' "$here/helm/go.mod")
@@ -22,6 +29,17 @@ export CGO_ENABLED=0 GOFLAGS=-mod=mod GOTOOLCHAIN=local
 # Two cores and 24 GiB: one package graph at a time keeps peak memory reasonable.
 export GOMAXPROCS=${GOMAXPROCS:-2}
 build_date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+count=${#only[@]}; ((count > 0)) || count=${#all[@]}
+missing=0
+for name in "${all[@]}"; do
+  if (( ${#only[@]} == 0 )) || [[ " ${only[*]} " == *" $name "* ]]; then
+    [[ -x "$bin/$name" ]] || missing=$((missing + 1))
+  fi
+done
+if ((missing > 0)); then
+  echo "Building $missing pinned binaries from Go modules into $bin" >&2
+  echo "(cold, all six: about 10 min on 2 cores and a few GB of RAM; then cached)" >&2
+fi
 
 k8s_ldflags() {
   local v=$K8S_VERSION major minor
@@ -36,17 +54,53 @@ k8s_ldflags() {
   echo "$flags"
 }
 
+# Progress a newcomer can follow: which binary, how many of its packages are compiled,
+# time so far. `go build -v` names each package as it compiles it (cached ones are not
+# compiled again, so a warm build finishes early); the total comes from `go list -deps`.
+progress() {  # progress NAME TOTAL START < go build -v output
+  local name=$1 total=$2 start=$3 n=0 line last=$SECONDS
+  while IFS= read -r line; do
+    if [[ $line =~ ^[A-Za-z0-9._~/-]+$ ]]; then
+      n=$((n + 1))
+      if [[ -t 2 ]]; then
+        printf '\r      %s: %d/%d packages compiled, %ds ' "$name" "$n" "$total" \
+          "$((SECONDS - start))" >&2
+      elif ((SECONDS - last >= 30)); then
+        echo "      $name: $n/$total packages compiled, $((SECONDS - start)) s" >&2
+        last=$SECONDS
+      fi
+    else
+      echo "$line" >&2  # compiler errors and warnings
+    fi
+  done
+  [[ -t 2 ]] && printf '\n' >&2
+  return 0
+}
+
+want() {  # want NAME: is NAME among the binaries asked for (all when none named)?
+  [[ ${#only[@]} -eq 0 ]] && return 0
+  local x
+  for x in "${only[@]}"; do [[ $x == "$1" ]] && return 0; done
+  return 1
+}
+
+step=0
 build() {  # build MODULE_DIR OUTPUT PACKAGE LDFLAGS
   local dir=$1 out=$2 pkg=$3 ldflags=$4
+  want "$out" || return 0
+  step=$((step + 1))
   if [[ -x "$bin/$out" ]]; then
-    echo "cached: $bin/$out" >&2
+    echo "[$step/$count] $out: cached" >&2
     return
   fi
-  echo "building $out from $pkg ..." >&2
-  local start=$SECONDS
-  (cd "$here/$dir" && go build -trimpath -ldflags "$ldflags" -o "$bin/$out.tmp.$$" "$pkg")
+  local start=$SECONDS total
+  echo "[$step/$count] $out: resolving $pkg (first time: downloads its Go modules) ..." >&2
+  total=$(cd "$here/$dir" && go list -deps "$pkg" | wc -l)
+  echo "[$step/$count] $out: building ($total packages) ..." >&2
+  (cd "$here/$dir" && go build -v -trimpath -ldflags "$ldflags" -o "$bin/$out.tmp.$$" "$pkg") \
+    2>&1 | progress "$out" "$total" "$start"
   mv "$bin/$out.tmp.$$" "$bin/$out"
-  echo "built $out in $((SECONDS - start)) s" >&2
+  echo "[$step/$count] $out: built in $((SECONDS - start)) s" >&2
 }
 
 kl=$(k8s_ldflags)

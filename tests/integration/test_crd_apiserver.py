@@ -96,7 +96,7 @@ def test_apiserver_fills_in_the_defaults_the_operator_assumes(
             id="headroom-over-1",
         ),
         pytest.param(
-            {"scaling": {"onMissingMetrics": {"behaviour": "Floor"}}},
+            {"scaling": {"onMissingMetrics": {"behavior": "Floor"}}},
             v1alpha1.MSG_FLOOR,
             id="floor-without-count",
         ),
@@ -113,6 +113,14 @@ def test_apiserver_fills_in_the_defaults_the_operator_assumes(
             id="bad-percent",
         ),
         pytest.param({"server": {"gpu": 1}}, 'unknown field "spec.server.gpu"', id="typo"),
+        pytest.param(
+            {"server": {"resources": {"requests": {"memory": "lots"}}}},
+            "spec.server.resources.requests.memory: Invalid value",
+            id="memory-not-a-quantity",
+        ),
+        pytest.param(
+            {"server": {"gpus": "1"}}, "spec.server.gpus: Invalid value", id="gpus-string"
+        ),
     ],
 )
 def test_invalid_spec_is_refused_at_apply_time_with_a_readable_message(
@@ -122,9 +130,20 @@ def test_invalid_spec_is_refused_at_apply_time_with_a_readable_message(
     assert proc.returncode != 0, f"accepted: {spec}"
     assert message in proc.stderr
     # ... and the same spec is refused by the operator's own parser with the same words.
-    if not message.startswith(("should", "Unsupported", "unknown")):
+    if not message.startswith(("should", "Unsupported", "unknown", "spec.")):
         with pytest.raises(ValueError, match=re.escape(message)):
             ModelDeployment.model_validate(md("bad", namespace, **spec))
+
+
+def test_cpu_and_memory_are_int_or_string_quantities(
+    installed: None, kubectl: Kubectl, namespace: str
+) -> None:
+    resources = {"requests": {"cpu": 4, "memory": "32Gi"}, "limits": {"cpu": "500m"}}
+    kubectl.apply(md("quantities", namespace, server={"resources": resources}))
+    stored = kubectl.json("-n", namespace, "get", "mdep", "quantities")
+    assert stored["spec"]["server"]["resources"]["requests"] == {"cpu": 4, "memory": "32Gi"}
+    parsed = ModelDeployment.model_validate(stored).spec.server.resources
+    assert (parsed.requests.cpu, parsed.limits.cpu) == ("4", "500m")
 
 
 def test_scale_subresource_and_status(installed: None, kubectl: Kubectl, namespace: str) -> None:

@@ -27,9 +27,9 @@ from __future__ import annotations
 import math
 import re
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, model_validator
 from pydantic.alias_generators import to_camel
 
 GROUP = "modelscale.dev"
@@ -49,12 +49,45 @@ ScalingMode = Literal["Predictive", "RecommendOnly", "External"]
 LatencySignal = Literal["TimeToFirstToken", "TimePerOutputToken", "EndToEnd"]
 AntiAffinity = Literal["Preferred", "Required", "None"]
 Seasonality = Literal["Auto", "None", "Daily"]
-MissingMetricsBehaviour = Literal["Hold", "Floor"]
+MissingMetricsBehavior = Literal["Hold", "Floor"]
 WarmUpProtocol = Literal["HTTP", "GRPC"]
 PullPolicy = Literal["Always", "IfNotPresent", "Never"]
 ConditionStatus = Literal["True", "False", "Unknown"]
 
 _PERCENT = re.compile(r"^(100|[1-9]?[0-9])%$")
+
+# Kubernetes' quantity grammar (k8s.io/apimachinery/pkg/api/resource), as the pattern
+# controller-gen writes for `resource.Quantity`: a signed decimal number, then a binary
+# suffix (Ki .. Ei), a decimal suffix (n u m k M G T P E) or an exponent (e3, E-2).
+QUANTITY_PATTERN = (
+    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
+    r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+)
+_QUANTITY = re.compile(QUANTITY_PATTERN)
+MSG_QUANTITY = (
+    'must be a Kubernetes quantity: an integer such as 4 or a string such as "500m", '
+    '"1.5" or "32Gi"'
+)
+
+
+def _quantity(value: object) -> str:
+    """Accept what Kubernetes accepts for a CPU or memory quantity in a CRD field (an integer
+    or a quantity string) and keep one shape, the string, for the rest of the code."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        # Floats too: `cpu: 0.5` is no int-or-string, the apiserver would refuse it.
+        raise ValueError(MSG_QUANTITY)
+    text = str(value)
+    if not _QUANTITY.match(text):
+        raise ValueError(MSG_QUANTITY)
+    return text
+
+
+Quantity = Annotated[
+    str,
+    BeforeValidator(_quantity),
+    WithJsonSchema({"x-kubernetes-int-or-string": True, "pattern": QUANTITY_PATTERN}),
+]
+"""A Kubernetes quantity, int-or-string on the wire (`4`, `"500m"`, `32Gi`), a `str` here."""
 
 
 class _Model(BaseModel):
@@ -125,17 +158,21 @@ class EnvVar(_Model):
     """An environment variable of the Triton container."""
 
     name: str = Field(min_length=1, max_length=253)
+    """Variable name."""
     value: str | None = None
+    """Literal value; leave out when `valueFrom` is set."""
     value_from: dict[str, Any] | None = None
     """A Kubernetes `EnvVarSource` (secretKeyRef, configMapKeyRef, fieldRef, ...), passed
     through unchanged."""
 
 
 class ResourceList(_Model):
-    """CPU and memory quantities, e.g. `cpu: "4"`, `memory: 32Gi`."""
+    """CPU and memory quantities, e.g. `cpu: 4`, `cpu: 500m`, `memory: 32Gi`."""
 
-    cpu: str | None = Field(default=None, max_length=64)
-    memory: str | None = Field(default=None, max_length=64)
+    cpu: Quantity | None = None
+    """CPU cores: an integer (`4`) or a quantity string (`"500m"`, `"1.5"`)."""
+    memory: Quantity | None = None
+    """Memory: a quantity such as `32Gi` or `512Mi` (plain integers are bytes)."""
 
 
 class Resources(_Model):
@@ -153,7 +190,9 @@ class PodTemplateOverride(_Model):
     operator."""
 
     labels: dict[str, str] = Field(default_factory=dict)
+    """Extra pod labels; the operator's own labels win on a clash."""
     annotations: dict[str, str] = Field(default_factory=dict)
+    """Extra pod annotations; the operator's own annotations win on a clash."""
     volumes: list[dict[str, Any]] = Field(default_factory=list)
     """Extra pod volumes (Kubernetes `Volume` objects), e.g. a PVC holding the models."""
     volume_mounts: list[dict[str, Any]] = Field(default_factory=list)
@@ -163,6 +202,7 @@ class PodTemplateOverride(_Model):
     container_security_context: dict[str, Any] | None = None
     """Triton container `securityContext`."""
     runtime_class_name: str | None = None
+    """Pod `runtimeClassName`, e.g. `nvidia` where the GPU runtime is not the default."""
 
 
 class Server(_Model):
@@ -171,6 +211,7 @@ class Server(_Model):
     image: str = Field(default="nvcr.io/nvidia/tritonserver:24.10-vllm-python-py3", min_length=1)
     """Container image that provides `tritonserver` and the model's backend."""
     image_pull_policy: PullPolicy = "IfNotPresent"
+    """Container `imagePullPolicy`: `Always`, `IfNotPresent` or `Never`."""
     image_pull_secrets: list[str] = Field(default_factory=list)
     """Names of Secrets used to pull the image."""
     args: list[str] = Field(default_factory=list)
@@ -179,16 +220,21 @@ class Server(_Model):
         default_factory=list,
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
     )
-    gpus: int = Field(default=1, ge=0, le=64)
+    """Environment variables of the Triton container, by name."""
+    gpus: int = Field(default=1, ge=0, le=64, strict=True)
     """GPUs per replica (requests and limits of `gpuResourceName`); 0 runs on CPU."""
     gpu_resource_name: str = Field(default="nvidia.com/gpu", min_length=1, max_length=253)
     """Extended resource that represents a GPU on the nodes."""
     resources: Resources = _sub(Resources)
     node_selector: dict[str, str] = Field(default_factory=dict)
+    """Pod `nodeSelector`: run only on nodes with these labels (e.g. a GPU model)."""
     tolerations: list[dict[str, Any]] = Field(default_factory=list)
     """Kubernetes `Toleration` objects, passed through unchanged."""
     priority_class_name: str | None = None
+    """Pod `priorityClassName`."""
     service_account_name: str | None = None
+    """ServiceAccount of the pods (e.g. one with cloud credentials for an `s3://`
+    repository); unset: the namespace's `default`."""
     shm_size: str | None = Field(default="1Gi", max_length=64)
     """Size of the memory-backed `/dev/shm` (Triton's Python backend and vLLM exchange
     tensors through shared memory; the container default of 64 MiB is too small). Empty or
@@ -200,6 +246,8 @@ class Server(_Model):
     termination_grace_period_seconds: int = Field(default=60, ge=1, le=86400)
     """Total time a terminating pod gets (drain plus Triton finishing in-flight requests)."""
     pod_template: PodTemplateOverride | None = None
+    """A narrow override of the pod for what the typed fields lack (labels, annotations,
+    volumes, security contexts, runtime class)."""
 
     @model_validator(mode="after")
     def _check(self) -> Server:
@@ -218,6 +266,8 @@ class Placement(_Model):
     """Keep replicas apart on `topologyKey`: `Required` (a replica stays Pending rather than
     share a node), `Preferred` (best effort) or `None`."""
     topology_key: str = Field(default="kubernetes.io/hostname", min_length=1, max_length=316)
+    """Node label that defines "apart" for `antiAffinity` (a node by default; a zone with
+    `topology.kubernetes.io/zone`)."""
     spread_across_zones: bool = True
     """Spread replicas evenly over `topology.kubernetes.io/zone` (best effort:
     `whenUnsatisfiable: ScheduleAnyway`)."""
@@ -271,7 +321,7 @@ class Forecast(_Model):
 class ScaleUp(_Model):
     """Limits on scaling up."""
 
-    stabilization_seconds: float = Field(default=0.0, ge=0, le=3600)
+    stabilization_window_seconds: float = Field(default=0.0, ge=0, le=3600)
     """Scale up to the lowest recommendation of this window (0: act at once)."""
     max_step: int = Field(default=100, ge=1)
     """At most this many replicas added per decision."""
@@ -280,7 +330,7 @@ class ScaleUp(_Model):
 class ScaleDown(_Model):
     """Limits on scaling down."""
 
-    stabilization_seconds: float = Field(default=300.0, ge=0, le=86400)
+    stabilization_window_seconds: float = Field(default=300.0, ge=0, le=86400)
     """Scale down only to the highest recommendation of this window."""
     max_step: int = Field(default=1, ge=1)
     """At most this many replicas removed per decision."""
@@ -309,6 +359,7 @@ class Prometheus(_Model):
     url: str | None = None
     """Prometheus base URL; overrides the operator's `--prometheus-url`."""
     timeout_seconds: float = Field(default=5.0, gt=0, le=300)
+    """Timeout of each Prometheus query; a query that times out counts as missing metrics."""
     queries: PromQueries = _sub(PromQueries)
 
 
@@ -316,15 +367,17 @@ class OnMissingMetrics(_Model):
     """What the autoscaler does when metrics are missing or stale. It never scales down
     because of missing metrics."""
 
-    behaviour: MissingMetricsBehaviour = "Hold"
+    behavior: MissingMetricsBehavior = "Hold"
     """`Hold` keeps the current replicas; `Floor` scales to at least `floorReplicas`."""
     floor_replicas: int | None = Field(default=None, ge=0)
+    """With `behavior: Floor`: scale up to at least this many replicas while metrics are
+    missing (required then)."""
     stale_after_seconds: float = Field(default=60.0, gt=0, le=3600)
     """A newest sample older than this counts as missing."""
 
     @model_validator(mode="after")
     def _check(self) -> OnMissingMetrics:
-        if self.behaviour == "Floor" and self.floor_replicas is None:
+        if self.behavior == "Floor" and self.floor_replicas is None:
             raise ValueError(MSG_FLOOR)
         return self
 
@@ -353,6 +406,7 @@ class InferInput(_Model):
     datatype: str = Field(min_length=1, max_length=16)
     """Triton datatype: BYTES, FP32, INT32, BOOL, ..."""
     shape: list[int] = Field(min_length=0, max_length=8)
+    """Tensor shape, e.g. `[1, 1]`."""
     data: list[Any]
     """Values, flattened or nested; strings for BYTES."""
 
@@ -383,15 +437,19 @@ class WarmUp(_Model):
     readiness gate `modelscale.dev/warmed-up`)."""
 
     enabled: bool = True
+    """Warm pods up before they get traffic. false: a pod is Ready as soon as Triton is."""
     protocol: WarmUpProtocol = "GRPC"
     """gRPC also serves decoupled (streaming) models such as the vLLM backend's."""
     requests: list[WarmUpRequest] = Field(default_factory=list)
     """Explicit requests, sent round-robin. Empty: generated from the model's metadata when
     `autoGenerate` is true."""
     auto_generate: bool = True
+    """Without explicit `requests`, build requests from the model's metadata (input names,
+    datatypes, shapes)."""
     count: int = Field(default=8, ge=1, le=10000)
     """Requests sent per pod at least; up to 4 x count while latencies are still falling."""
     concurrency: int = Field(default=2, ge=1, le=1024)
+    """Warm-up requests in flight at once per pod."""
     timeout_seconds: float = Field(default=60.0, gt=0, le=3600)
     """Per request; also bounds the wait for the server and the model to be ready."""
     max_attempts: int = Field(default=3, ge=1, le=100)
@@ -432,7 +490,7 @@ class Disruption(_Model):
 MSG_MIN_MAX = "minReplicas must be less than or equal to maxReplicas"
 MSG_REPLICAS_BOUNDS = "replicas must be between minReplicas and maxReplicas"
 MSG_DRAIN = "server.drainSeconds must be less than server.terminationGracePeriodSeconds"
-MSG_FLOOR = "scaling.onMissingMetrics.floorReplicas is required when behaviour is Floor"
+MSG_FLOOR = "scaling.onMissingMetrics.floorReplicas is required when behavior is Floor"
 MSG_WARMUP_INPUTS = "warmUp needs explicit requests or autoGenerate: true when enabled"
 MSG_STABLE_N = "warmUp.success.stableLastN must not exceed warmUp.count"
 MSG_MAX_UNAVAILABLE = "disruption.maxUnavailable must be a non-negative integer or a percentage"
@@ -452,7 +510,7 @@ SPEC_RULES: tuple[tuple[str, str, str], ...] = (
     ("server", "self.drainSeconds < self.terminationGracePeriodSeconds", MSG_DRAIN),
     (
         "scaling.onMissingMetrics",
-        "self.behaviour != 'Floor' || has(self.floorReplicas)",
+        "self.behavior != 'Floor' || has(self.floorReplicas)",
         MSG_FLOOR,
     ),
     (
@@ -480,7 +538,9 @@ class ModelDeploymentSpec(_Model):
     KEDA through the `/scale` subresource). Ignored in the other modes: the operator never
     writes it."""
     min_replicas: int = Field(default=1, ge=0, le=10000)
+    """Fewest replicas, whatever the load."""
     max_replicas: int = Field(default=10, ge=1, le=10000)
+    """Most replicas, whatever the load: the GPU budget of this model."""
     scaling: Scaling = _sub(Scaling)
     warm_up: WarmUp = _sub(WarmUp)
     disruption: Disruption = _sub(Disruption)

@@ -1,7 +1,7 @@
 """The replica model: one model server on one GPU, as the simulator sees it.
 
 Defaults describe Llama-3.1-8B-Instruct (BF16, vLLM) on one A100 (sources in
-docs/benchmarks.md and FIELD-NOTES "Realistic numbers for a replica model"):
+docs/benchmarks.md and docs/field-notes.md, "Realistic numbers for a replica model"):
 
 * decode: inter-token latency ITL(b) = alpha + beta * b for a batch of b running sequences.
   alpha = 1/75 s (75 tok/s single stream); beta = 0.4 ms so that batch 8 gives 6.6x the

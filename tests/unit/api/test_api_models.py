@@ -50,11 +50,14 @@ def test_minimal_spec_gets_defaults_for_a_vllm_triton_on_one_gpu() -> None:
     assert spec.scaling.mode == "Predictive"
     assert spec.scaling.targets.latency_slo.signal == "TimeToFirstToken"
     assert spec.scaling.targets.headroom == 0.8
-    assert (spec.scaling.scale_down.stabilization_seconds, spec.scaling.scale_down.max_step) == (
+    assert (
+        spec.scaling.scale_down.stabilization_window_seconds,
+        spec.scaling.scale_down.max_step,
+    ) == (
         300.0,
         1,
     )
-    assert spec.scaling.on_missing_metrics.behaviour == "Hold"
+    assert spec.scaling.on_missing_metrics.behavior == "Hold"
     assert spec.warm_up.enabled and spec.warm_up.auto_generate and spec.warm_up.count == 8
     assert spec.placement.anti_affinity == "Preferred" and spec.placement.spread_across_zones
     assert spec.disruption.max_unavailable == 1
@@ -115,7 +118,7 @@ def test_snake_case_names_work_in_python_and_camel_case_is_written_out() -> None
             id="negative-capacity",
         ),
         pytest.param(
-            {"scaling": {"onMissingMetrics": {"behaviour": "Floor"}}},
+            {"scaling": {"onMissingMetrics": {"behavior": "Floor"}}},
             v1alpha1.MSG_FLOOR,
             id="floor-without-replicas",
         ),
@@ -151,6 +154,38 @@ def test_snake_case_names_work_in_python_and_camel_case_is_written_out() -> None
         ),
         pytest.param({"model": {"name": "m"}}, "repository", id="missing-repository"),
         pytest.param({"server": {"gpu": 2}}, "Extra inputs are not permitted", id="typo-field"),
+        pytest.param(
+            {"server": {"resources": {"requests": {"memory": "lots"}}}},
+            v1alpha1.MSG_QUANTITY,
+            id="memory-not-a-quantity",
+        ),
+        pytest.param(
+            {"server": {"resources": {"limits": {"cpu": "4 cores"}}}},
+            v1alpha1.MSG_QUANTITY,
+            id="cpu-with-words",
+        ),
+        pytest.param(
+            {"server": {"resources": {"requests": {"cpu": 0.5}}}},
+            v1alpha1.MSG_QUANTITY,
+            id="cpu-float-not-int-or-string",
+        ),
+        pytest.param(
+            {"server": {"resources": {"requests": {"cpu": True}}}},
+            v1alpha1.MSG_QUANTITY,
+            id="cpu-bool",
+        ),
+        pytest.param({"server": {"gpus": "1"}}, "valid integer", id="gpus-string"),
+        pytest.param({"server": {"gpus": 1.0}}, "valid integer", id="gpus-float"),
+        pytest.param(
+            {"scaling": {"onMissingMetrics": {"behaviour": "Hold"}}},
+            "Extra inputs are not permitted",
+            id="old-behaviour-spelling",
+        ),
+        pytest.param(
+            {"scaling": {"scaleDown": {"stabilizationSeconds": 60}}},
+            "Extra inputs are not permitted",
+            id="old-stabilization-name",
+        ),
     ],
 )
 def test_invalid_spec_is_refused_with_a_readable_message(
@@ -173,7 +208,7 @@ def test_invalid_spec_is_refused_with_a_readable_message(
         pytest.param({"disruption": {"maxUnavailable": "25%"}}, id="percent-unavailable"),
         pytest.param({"disruption": {"maxUnavailable": 0}}, id="no-voluntary-disruption"),
         pytest.param(
-            {"scaling": {"onMissingMetrics": {"behaviour": "Floor", "floorReplicas": 2}}},
+            {"scaling": {"onMissingMetrics": {"behavior": "Floor", "floorReplicas": 2}}},
             id="floor",
         ),
         pytest.param({"warmUp": {"enabled": False, "autoGenerate": False}}, id="warmup-disabled"),
@@ -253,3 +288,41 @@ def test_status_round_trips_with_free_form_policy_state() -> None:
         "reason": "Warmed",
         "message": "",
     }
+
+
+@pytest.mark.parametrize(
+    ("given", "stored"),
+    [
+        pytest.param(4, "4", id="int-cores"),
+        pytest.param("4", "4", id="string-cores"),
+        pytest.param("500m", "500m", id="millicores"),
+        pytest.param("1.5", "1.5", id="decimal"),
+        pytest.param("32Gi", "32Gi", id="binary-suffix"),
+        pytest.param("1G", "1G", id="decimal-suffix"),
+        pytest.param("1e3", "1e3", id="exponent"),
+        pytest.param(".5", ".5", id="leading-dot"),
+    ],
+)
+def test_cpu_and_memory_accept_what_kubernetes_accepts(given: object, stored: str) -> None:
+    spec = ModelDeployment.model_validate(
+        body(server={"resources": {"requests": {"cpu": given, "memory": given}}})
+    ).spec
+    assert (spec.server.resources.requests.cpu, spec.server.resources.requests.memory) == (
+        stored,
+        stored,
+    )
+
+
+def test_hpa_names_for_the_scaling_windows() -> None:
+    spec = ModelDeployment.model_validate(
+        body(
+            scaling={
+                "scaleUp": {"stabilizationWindowSeconds": 15},
+                "scaleDown": {"stabilizationWindowSeconds": 600},
+                "onMissingMetrics": {"behavior": "Floor", "floorReplicas": 2},
+            }
+        )
+    ).spec
+    assert spec.scaling.scale_up.stabilization_window_seconds == 15
+    assert spec.scaling.scale_down.stabilization_window_seconds == 600
+    assert spec.scaling.on_missing_metrics.behavior == "Floor"

@@ -23,7 +23,7 @@ def md(**targets: Any) -> ModelDeployment:
                 "maxReplicas": 9,
                 "scaling": {
                     "targets": targets,
-                    "scaleDown": {"stabilizationSeconds": 120, "maxStep": 2},
+                    "scaleDown": {"stabilizationWindowSeconds": 120, "maxStep": 2},
                 },
             },
         }

@@ -10,7 +10,7 @@ It behaves like one vLLM engine on one GPU, scaled down so tests stay fast:
   With the defaults (5 ms, knee 8, overload cost 5 ms / 8) per-token latency is flat up to 8
   concurrent requests and then grows linearly: throughput saturates at KNEE / TOKEN_COST =
   1600 tokens/s, as a real GPU does past its batch knee (a public vLLM sweep on an A100 shows
-  the same shape with the knee near 8; docs/FIELD-NOTES.md, "Realistic numbers").
+  the same shape with the knee near 8; docs/field-notes.md, "Realistic numbers").
 - **Load time**: ``initialize`` sleeps ``TOY_LLM_LOAD_DELAY_S`` (model not ready meanwhile).
 - **Cold start**: the first ``TOY_LLM_COLD_REQUESTS`` requests after load pay an extra
   prefill delay that decays linearly, ``COLD_PENALTY * (K - k) / K`` for the k-th request
