@@ -97,7 +97,7 @@ def test_sample_ships_its_model_repository_as_a_configmap(name: str, files: list
 
 
 def test_vllm_sample_repository_is_what_the_vllm_backend_reads() -> None:
-    md, others = sample(ROOT / "manifests" / "samples" / "vllm-llama.yaml")
+    _, others = sample(ROOT / "manifests" / "samples" / "vllm-llama.yaml")
     (cm,) = [o for o in others if o["kind"] == "ConfigMap"]
     engine = json.loads(cm["data"]["model.json"])
     assert engine["model"] and engine["disable_log_stats"] is False
