@@ -174,8 +174,18 @@ def test_cpu_sample_runs_and_render_prints_what_the_operator_applied(
     assert [d["kind"] for d in rendered] == ["Deployment", "Service", "PodDisruptionBudget"]
     uid = kubectl.json("-n", sample_ns, "get", "mdep", "toy")["metadata"]["uid"]
     for obj in rendered:
-        for ref in obj["metadata"]["ownerReferences"]:
-            ref["uid"] = uid  # the one field only the live ModelDeployment has
+        # The one field only the live ModelDeployment can give: render leaves it out.
+        assert "ownerReferences" not in obj["metadata"]
+        obj["metadata"]["ownerReferences"] = [
+            {
+                "apiVersion": "modelscale.dev/v1alpha1",
+                "kind": "ModelDeployment",
+                "name": "toy",
+                "uid": uid,
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ]
         resource = {"Deployment": "deployment", "Service": "service"}.get(obj["kind"], "pdb")
         live = kubectl.json("-n", sample_ns, "get", resource, obj["metadata"]["name"])
         # Everything rendered is what runs (live objects add apiserver defaults and status).

@@ -4,9 +4,10 @@ for GitOps reviews and CI. Nothing is read from or sent to a cluster.
 
 The children are built by the same pure builders the operator applies (resources/), from the
 spec parsed by the same pydantic model, so a spec the operator would refuse fails here with
-the same field path. Two things only a live object has are left out: the owner reference's
-`uid` (the ModelDeployment's, given by the apiserver) and, in Predictive mode, a replica count
-decided later by the autoscaler (the Deployment shows the count the operator starts with).
+the same field path. What only a live ModelDeployment gives is left out: the owner reference
+(it needs the ModelDeployment's `uid`, set by the apiserver; without it the objects would not
+validate) and, in Predictive mode, a replica count the autoscaler decides later (the
+Deployment shows the count the operator starts with).
 """
 
 from __future__ import annotations
@@ -41,9 +42,7 @@ def children(md: ModelDeployment) -> list[dict[str, Any]]:
     choice = replicas.choose(md.spec, status_desired=None, running=None)
     objects = [deployment.build(md, replicas=choice.replicas), service.build(md), pdb.build(md)]
     for obj in objects:
-        for ref in obj["metadata"].get("ownerReferences", []):
-            if not ref.get("uid"):
-                del ref["uid"]  # set by the apiserver; a file has none
+        obj["metadata"].pop("ownerReferences", None)  # needs the live object's uid
     return objects
 
 
