@@ -60,7 +60,7 @@ CRD_FILE := crds/modeldeployments.modelscale.dev.yaml
 .PHONY: crds
 crds: $(STAMP) ## regenerate the CRD from the pydantic models (and the chart's copy)
 	$(PY) -m modelscale crd > $(CRD_FILE)
-	mkdir -p charts/modelscale/crds && cp $(CRD_FILE) charts/modelscale/crds/
+	mkdir -p charts/modelscale/files/crds && cp $(CRD_FILE) charts/modelscale/files/crds/
 
 include e2e/e2e.mk
 include charts/chart.mk

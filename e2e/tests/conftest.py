@@ -37,10 +37,28 @@ def operator(cluster: Any, kubectl: Kubectl) -> Iterator[str]:
         yield from _installed(cluster, kubectl)
 
 
+def adopt_crd(kubectl: Kubectl) -> None:
+    """The chart owns the CRD (so `helm upgrade` upgrades it). Tests that applied it with
+    kubectl (tests/integration) leave one Helm refuses to take over: adopt it as the chart
+    README tells users moving from `kubectl apply` to Helm."""
+    crd = "crd/modeldeployments.modelscale.dev"
+    if kubectl.run("get", crd, check=False).returncode != 0:
+        return
+    kubectl.run(
+        "annotate",
+        crd,
+        f"meta.helm.sh/release-name={RELEASE}",
+        f"meta.helm.sh/release-namespace={OPERATOR_NAMESPACE}",
+        "--overwrite",
+    )
+    kubectl.run("label", crd, "app.kubernetes.io/managed-by=Helm", "--overwrite")
+
+
 def _installed(cluster: Any, kubectl: Kubectl) -> Iterator[str]:
     helm = str(cluster.bin_dir / "helm")
     base = [helm, "--kubeconfig", str(cluster.kubeconfig), "-n", OPERATOR_NAMESPACE]
     subprocess.run([*base, "uninstall", RELEASE, "--wait"], capture_output=True, check=False)
+    adopt_crd(kubectl)
     proc = subprocess.run(
         [
             *base,

@@ -16,6 +16,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "print what the autoscaler would do now for NAMESPACE/NAME, and why",
     ),
     "simulate": ("modelscale.simulate.cli", "main", "replay a trace through the policies"),
+    "render": ("modelscale.render", "main", "print the objects the operator would apply (-f FILE)"),
 }
 
 

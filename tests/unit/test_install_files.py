@@ -4,6 +4,7 @@ without it these tests fail, they never skip."""
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import subprocess
@@ -52,25 +53,81 @@ def installed() -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- samples
 
 
+def sample(path: pathlib.Path) -> tuple[ModelDeployment, list[dict[str, Any]]]:
+    """The sample's ModelDeployment and the other objects it ships (its model ConfigMap)."""
+    docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    (md,) = [d for d in docs if d["kind"] == "ModelDeployment"]
+    return ModelDeployment.model_validate(md), [d for d in docs if d is not md]
+
+
 @pytest.mark.parametrize("path", [pytest.param(p, id=p.stem) for p in SAMPLES])
 def test_sample_is_a_valid_modeldeployment_that_builds_valid_pods(path: pathlib.Path) -> None:
-    md = ModelDeployment.model_validate(yaml.safe_load(path.read_text()))
+    md, others = sample(path)
     built = deployment.build(md, replicas=md.spec.min_replicas)
     kubernetes_validate.validate(built, "1.34", strict=True)
+    for obj in others:
+        kubernetes_validate.validate(obj, "1.34", strict=True)
+        assert obj["metadata"]["namespace"] == md.namespace
 
 
 @pytest.mark.parametrize(
-    ("sample", "backend", "gpu_limit"),
+    ("name", "files"),
+    [
+        pytest.param("cpu-toy", ["toy_llm/config.pbtxt", "toy_llm/1/model.py"], id="toy"),
+        pytest.param(
+            "vllm-llama",
+            ["llama-3.1-8b-instruct/config.pbtxt", "llama-3.1-8b-instruct/1/model.json"],
+            id="vllm",
+        ),
+    ],
+)
+def test_sample_ships_its_model_repository_as_a_configmap(name: str, files: list[str]) -> None:
+    """On a real cluster the stock Triton image has no /models: the sample mounts one, file
+    by file from its own ConfigMap, in the layout Triton's backend expects."""
+    md, others = sample(ROOT / "manifests" / "samples" / f"{name}.yaml")
+    (cm,) = [o for o in others if o["kind"] == "ConfigMap"]
+    pod = deployment.build(md, replicas=1)["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    mounts = [m for m in pod["containers"][0]["volumeMounts"] if "subPath" in m]
+    assert {volumes[m["name"]]["configMap"]["name"] for m in mounts} == {cm["metadata"]["name"]}
+    repository = md.spec.model.repository
+    assert sorted(m["mountPath"] for m in mounts) == sorted(f"{repository}/{f}" for f in files)
+    assert sorted(m["subPath"] for m in mounts) == sorted(cm["data"])
+    assert files[0].split("/")[0] == md.spec.model.name
+
+
+def test_vllm_sample_repository_is_what_the_vllm_backend_reads() -> None:
+    _, others = sample(ROOT / "manifests" / "samples" / "vllm-llama.yaml")
+    (cm,) = [o for o in others if o["kind"] == "ConfigMap"]
+    engine = json.loads(cm["data"]["model.json"])
+    assert engine["model"] and engine["disable_log_stats"] is False
+    config = cm["data"]["config.pbtxt"]
+    assert 'backend: "vllm"' in config
+    # Without it the vLLM backend publishes no vllm:* metrics and the autoscaler sees no load.
+    assert 'key: "REPORT_CUSTOM_METRICS"' in config and 'string_value: "true"' in config
+
+
+def test_toy_sample_configmap_is_the_model_the_harness_runs() -> None:
+    _, others = sample(ROOT / "manifests" / "samples" / "cpu-toy.yaml")
+    (cm,) = [o for o in others if o["kind"] == "ConfigMap"]
+    model = ROOT / "e2e" / "models" / "toy_llm"
+    assert cm["data"] == {
+        "config.pbtxt": (model / "config.pbtxt").read_text(),
+        "model.py": (model / "1" / "model.py").read_text(),
+    }, "manifests/samples/cpu-toy.yaml is stale: run `make manifests`"
+
+
+@pytest.mark.parametrize(
+    ("name", "backend", "gpu_limit"),
     [
         pytest.param("vllm-llama", "vllm", "1", id="vllm-on-a-gpu"),
         pytest.param("cpu-toy", "python", None, id="toy-on-cpu"),
     ],
 )
 def test_samples_cover_a_gpu_vllm_model_and_a_cpu_model(
-    sample: str, backend: str, gpu_limit: str | None
+    name: str, backend: str, gpu_limit: str | None
 ) -> None:
-    path = ROOT / "manifests" / "samples" / f"{sample}.yaml"
-    md = ModelDeployment.model_validate(yaml.safe_load(path.read_text()))
+    md, _ = sample(ROOT / "manifests" / "samples" / f"{name}.yaml")
     assert md.spec.model.backend == backend
     container = deployment.build(md, replicas=1)["spec"]["template"]["spec"]["containers"][0]
     assert container["resources"].get("limits", {}).get("nvidia.com/gpu") == gpu_limit
@@ -245,9 +302,12 @@ def test_install_yaml_equals_a_fresh_render() -> None:
 
 def test_install_yaml_holds_namespace_crd_and_operator() -> None:
     docs = installed()
-    assert [d["kind"] for d in docs[:2]] == ["Namespace", "CustomResourceDefinition"]
+    assert docs[0]["kind"] == "Namespace"
     assert docs[0]["metadata"]["name"] == "modelscale-system"
-    assert docs[1] == yaml.safe_load(crd.render())
+    (crd_doc,) = find(docs, "CustomResourceDefinition")
+    generated = yaml.safe_load(crd.render())
+    assert crd_doc["spec"] == generated["spec"]
+    assert crd_doc["metadata"]["name"] == generated["metadata"]["name"]
     assert {d["metadata"].get("namespace") for d in find(docs, "Deployment")} == {
         "modelscale-system"
     }

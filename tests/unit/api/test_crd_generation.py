@@ -15,7 +15,7 @@ from modelscale.api import crd, v1alpha1
 ROOT = Path(__file__).resolve().parents[3]
 COMMITTED = [
     ROOT / "crds" / "modeldeployments.modelscale.dev.yaml",
-    ROOT / "charts" / "modelscale" / "crds" / "modeldeployments.modelscale.dev.yaml",
+    ROOT / "charts" / "modelscale" / "files" / "crds" / "modeldeployments.modelscale.dev.yaml",
 ]
 
 
