@@ -4,15 +4,12 @@ fed what the operator would observe through Prometheus."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import replace
 
-import numpy as np
-
 from modelscale.autoscaling import recommender
 from modelscale.autoscaling.types import Observation, PolicyConfig, Recommendation, ScalingState
-from modelscale.simulate.engine import RATE_WINDOW_S, SCRAPE_INTERVAL_S, View
+from modelscale.simulate.engine import RATE_WINDOW_S, View
 from modelscale.simulate.replica import ReplicaParams, Slo
 
 RecommendFn = Callable[..., tuple[Recommendation, ScalingState]]
@@ -20,15 +17,8 @@ RecommendFn = Callable[..., tuple[Recommendation, ScalingState]]
 
 def prompt_token_rate(view: View, *, window_s: float = RATE_WINDOW_S) -> float:
     """Prompt tokens/s over the window ending at the newest scrape, as
-    rate(vllm:prompt_tokens_total[1m]) shows it: a prompt counts when its prefill ends
-    (its first token), like the output-token rate counts tokens as they are produced."""
-    e = view._e  # the engine's per-request record, as View.p99 reads it
-    s = view.now - SCRAPE_INTERVAL_S
-    lo = np.searchsorted(e.trace.arrival_s, s - window_s - 900.0)
-    hi = np.searchsorted(e.trace.arrival_s, s, side="right")
-    at = e.ftt[lo:hi]
-    sel = (at > s - window_s) & (at <= s)
-    return float(e.trace.input_tokens[lo:hi][sel].sum() / window_s)
+    rate(vllm:prompt_tokens_total[1m]) shows it (the engine's View computes it)."""
+    return view.prompt_token_rate(window_s=window_s)
 
 
 class Modelscale:
@@ -63,8 +53,7 @@ class Modelscale:
             token_rate=view.token_rate(),
             p99_seconds=view.p99(signal="ttft"),
             queue_depth=float(view.queue_depth),
-            sample_time=math.floor((view.now - SCRAPE_INTERVAL_S) / SCRAPE_INTERVAL_S)
-            * SCRAPE_INTERVAL_S,
+            sample_time=view.sample_time,
             warmed_replicas=view.warmed,
             current_replicas=view.created,
             measured_horizon_seconds=self.params.horizon_s,

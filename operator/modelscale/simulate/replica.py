@@ -24,6 +24,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import overload
+
+import numpy as np
+from numpy.typing import NDArray
 
 GIB = 1024.0**3
 
@@ -94,11 +98,18 @@ class ReplicaParams:
 
     def itl(self, batch: float, context_tokens: float = 0.0) -> float:
         """Seconds per decode step for `batch` sequences holding `context_tokens` in all."""
-        return self.itl_alpha_s + self.itl_beta_s * batch + self.itl_per_context_token_s * (
-            context_tokens
+        return (
+            self.itl_alpha_s
+            + self.itl_beta_s * batch
+            + self.itl_per_context_token_s * (context_tokens)
         )
 
-    def prefill_s(self, tokens: float) -> float:
+    @overload
+    def prefill_s(self, tokens: float) -> float: ...
+    @overload
+    def prefill_s(self, tokens: NDArray[np.float64]) -> NDArray[np.float64]: ...
+
+    def prefill_s(self, tokens: float | NDArray[np.float64]) -> float | NDArray[np.float64]:
         """Seconds to prefill a prompt of `tokens` (not cached) tokens on a warm replica."""
         return tokens / self.prefill_tokens_per_s + self.prefill_quadratic_s * tokens * tokens
 
@@ -117,8 +128,14 @@ class Slo:
     tpot_s: float = 0.1
     ttft_per_1k_input_s: float = 0.0
 
-    def ttft_target(self, input_tokens: float) -> float:
-        """TTFT target of a request with `input_tokens` prompt tokens (works on arrays)."""
+    @overload
+    def ttft_target(self, input_tokens: float) -> float: ...
+    @overload
+    def ttft_target(self, input_tokens: NDArray[np.float64]) -> NDArray[np.float64]: ...
+
+    def ttft_target(self, input_tokens: float | NDArray[np.float64]) -> float | NDArray[np.float64]:
+        """TTFT target of a request with `input_tokens` prompt tokens (or of each of an
+        array of requests)."""
         return self.ttft_s + self.ttft_per_1k_input_s * input_tokens / 1000.0
 
 
