@@ -2,33 +2,46 @@
 
 Time advances in ticks of `dt` seconds (0.5 s by default). Within a tick:
 
-1. the policy decides when its interval is due (it sees only a `View`: what its real
-   counterpart would observe, with Prometheus lag where it reads Prometheus);
-2. the gateway admits queued requests, then the tick's arrivals at their arrival time, each
-   to the least-loaded serving replica with a free sequence slot (a central FIFO queue
-   otherwise);
-3. every replica prefills its admitted requests FIFO (exact times), then decodes its batch
-   for the rest of the tick with ITL(b) / (1 - prefill share) per token.
+1. Prometheus scrapes the pods when a scrape is due (every `scrape_s`, 15 s by default,
+   half an interval out of phase with the policies' clocks); the policy decides when its
+   interval is due, seeing only a `View`: what its real counterpart would observe;
+2. the gateway routes the tick's arrivals (and any it held while no pod served) to a
+   serving pod by its routing rule — least-loaded (fewest running + waiting requests, as
+   least-request gateways do) or round-robin — into that pod's FIFO queue;
+3. each pod admits from its queue, in order, every request whose whole context (prompt
+   plus output) still fits in its KV cache while fewer than `max_batch` sequences run;
+   admitted prompts prefill FIFO (exact times, n / rate + quadratic attention term);
+4. every pod decodes its batch for the rest of the tick at ITL(batch, context) / (1 -
+   prefill share) per token.
 
-Per-request TTFT and TPOT come out of that; they are exact up to the tick granularity of
-admission from the queue and of the batch size, which changes only at tick boundaries.
+The trace is consumed chunk by chunk and per-request state exists only while a request is
+in flight, so memory does not grow with the trace; what scoring needs is kept per window
+(`RunResult.windows`). For an in-memory `Trace` the per-request TTFT/TPOT arrays are kept
+too (`keep_requests`).
 """
 
 from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
-from modelscale.simulate.replica import ReplicaParams
-from modelscale.simulate.trace import Trace
+from modelscale.simulate.replica import ReplicaParams, Slo
+from modelscale.simulate.trace import Chunk, Gap, Trace, TraceStream
 
-SCRAPE_INTERVAL_S = 1.0  # Prometheus scrape interval; the newest sample is up to this old
+SCRAPE_INTERVAL_S = 15.0  # Prometheus scrape interval (default; 30 s is also common)
 RATE_WINDOW_S = 60.0  # rate(...[1m]) / histogram_quantile over 1 m
+MAX_METRIC_WINDOW_S = 900.0  # the longest window a View method looks back over
+WINDOW_S = 60.0  # scoring window
+ROUTING = ("least-loaded", "round-robin")
+
+F64 = NDArray[np.float64]
+I64 = NDArray[np.int64]
 
 
 class Policy(Protocol):
@@ -45,10 +58,31 @@ class Policy(Protocol):
         ...
 
 
+class PodMetric(NamedTuple):
+    """A per-pod gauge as the newest scrape saw it, one value per scraped pod (pods whose
+    container is ready; in pod-creation order)."""
+
+    per_pod: tuple[float, ...]
+
+    @property
+    def total(self) -> float:
+        return float(sum(self.per_pod))
+
+    @property
+    def mean(self) -> float:
+        return self.total / len(self.per_pod) if self.per_pod else 0.0
+
+    @property
+    def max(self) -> float:
+        return max(self.per_pod) if self.per_pod else 0.0
+
+
 class View:
     """What a policy may look at. Metric methods return what Prometheus would answer at
-    `now` (newest sample one scrape interval old, rate() over a window), except
-    `concurrency`, which is what Knative's queue-proxy reports each second."""
+    `now`: the newest scrape (`sample_time`, up to one scrape interval old) and rate() /
+    quantiles over a window ending there. Exceptions, as their real sources are: `created`,
+    `container_ready`, `warmed` (the Kubernetes API) and `concurrency` (Knative's
+    queue-proxies report each second)."""
 
     def __init__(self, engine: _Engine, now: float) -> None:
         self._e = engine
@@ -57,252 +91,717 @@ class View:
     @property
     def created(self) -> int:
         """Replicas that exist and are not terminating (Deployment status.replicas)."""
-        return len(self._e.alive)
+        return int(self._e.alive_ids().size)
 
     @property
     def container_ready(self) -> int:
         """Replicas whose container passed its readiness probe (warm or not)."""
         e = self._e
-        return sum(1 for r in e.alive if e.ready_at[r] <= self.now)
+        ids = e.alive_ids()
+        return int(np.count_nonzero(e.ready_at[ids] <= self.now))
 
     @property
     def warmed(self) -> int:
         e = self._e
-        return sum(1 for r in e.alive if e.warm_at[r] <= self.now)
+        ids = e.alive_ids()
+        return int(np.count_nonzero(e.warm_at[ids] <= self.now))
+
+    @property
+    def sample_time(self) -> float:
+        """Time of the newest scrape (0 before the first)."""
+        return self._e.scrape_t[-1] if self._e.scrape_t else 0.0
 
     @property
     def queue_depth(self) -> int:
-        return len(self._e.queue)
+        """Requests waiting in the pods' queues at the newest scrape."""
+        return round(self.waiting_requests().total)
 
-    def _tick_at(self, t: float) -> int:
-        """Index of the last completed tick ending at or before t (-1 if none)."""
-        return min(self._e.tick, math.floor(t / self._e.dt + 1e-9)) - 1
+    def running_requests(self) -> PodMetric:
+        """Requests each pod is serving (prefilling or decoding), as vLLM's
+        `num_requests_running` gauge shows at the newest scrape."""
+        return PodMetric(self._e.gauge_running)
+
+    def waiting_requests(self) -> PodMetric:
+        """Requests queued in each pod (admission waits for KV cache or a batch slot), as
+        vLLM's `num_requests_waiting` gauge shows at the newest scrape."""
+        return PodMetric(self._e.gauge_waiting)
+
+    def kv_cache_usage(self) -> PodMetric:
+        """Fraction (0..1) of each pod's KV cache holding context tokens, as vLLM's
+        `kv_cache_usage_perc` gauge shows at the newest scrape."""
+        return PodMetric(self._e.gauge_kv)
+
+    def observed_horizon(self) -> float | None:
+        """Median creation -> warm seconds of the replicas created during the replay that
+        have become warm by now (what the operator measures from its pods' conditions);
+        None until one has."""
+        e = self._e
+        ids = np.arange(e.n_ids)
+        done = ids[(~e.initial[: e.n_ids]) & (e.warm_at[: e.n_ids] <= self.now)]
+        if done.size == 0:
+            return None
+        return float(np.median(e.warm_at[done] - e.created_at[done]))
+
+    def _check(self, window_s: float) -> None:
+        if not 0 < window_s <= MAX_METRIC_WINDOW_S:
+            raise ValueError(
+                f"metric window must be in (0, {MAX_METRIC_WINDOW_S:g}] s, got {window_s:g}"
+            )
+
+    def _rate(self, counter: list[float], window_s: float) -> float:
+        self._check(window_s)
+        e = self._e
+        if not e.scrape_t:
+            return 0.0
+        s = e.scrape_t[-1]
+        a = max(0.0, s - window_s)
+        if s <= a:
+            return 0.0
+        return (counter[-1] - e.counter_at(counter, a)) / (s - a)
 
     def token_rate(self, *, window_s: float = RATE_WINDOW_S) -> float:
         """Output tokens/s over the window ending at the newest scrape."""
-        e = self._e
-        s = self.now - SCRAPE_INTERVAL_S
-        k1 = self._tick_at(s)
-        k0 = self._tick_at(s - window_s)
-        if k1 < 0:
-            return 0.0
-        c1 = e.cum_tokens[k1]
-        c0 = e.cum_tokens[k0] if k0 >= 0 else 0.0
-        span = (k1 - max(k0, -1)) * e.dt
-        return float((c1 - c0) / span) if span > 0 else 0.0
+        return self._rate(self._e.scrape_out, window_s)
+
+    def prompt_token_rate(self, *, window_s: float = RATE_WINDOW_S) -> float:
+        """Prompt tokens/s over the window ending at the newest scrape, as
+        rate(vllm:prompt_tokens_total[1m]) shows it: a prompt counts when its prefill ends."""
+        return self._rate(self._e.scrape_in, window_s)
 
     def p99(self, *, signal: str = "ttft", window_s: float = RATE_WINDOW_S) -> float | None:
         """P99 of TTFT ("ttft") or TPOT ("tpot") of requests whose first token (TTFT) or
         last token (TPOT) fell in the window ending at the newest scrape."""
-        e = self._e
-        s = self.now - SCRAPE_INTERVAL_S
-        lo = np.searchsorted(e.trace.arrival_s, s - window_s - 900.0)
-        hi = np.searchsorted(e.trace.arrival_s, s, side="right")
-        if signal == "ttft":
-            at, val = e.ftt[lo:hi], e.ttft[lo:hi]
-        else:
-            at, val = e.finish[lo:hi], e.tpot[lo:hi]
-        sel = val[(at > s - window_s) & (at <= s)]
+        if signal not in ("ttft", "tpot"):
+            raise ValueError(f"signal must be 'ttft' or 'tpot', got {signal!r}")
+        self._check(window_s)
+        if not self._e.scrape_t:
+            return None
+        s = self._e.scrape_t[-1]
+        events = self._e.ev_ttft if signal == "ttft" else self._e.ev_tpot
+        parts = [v[(at > s - window_s) & (at <= s)] for hi, at, v in events if hi > s - window_s]
+        sel = np.concatenate(parts) if parts else np.zeros(0)
         if sel.size == 0:
             return None
         return float(np.quantile(sel, 0.99))
 
     def concurrency(self, *, window_s: float) -> float:
         """Mean in-flight requests (running plus queued) over the last `window_s`."""
+        self._check(window_s)
         e = self._e
         k1 = e.tick - 1
         if k1 < 0:
             return 0.0
-        n = max(1, round(window_s / e.dt))
-        k0 = max(0, k1 - n + 1)
-        return float(e.conc[k0 : k1 + 1].mean())
+        n = min(k1 + 1, max(1, round(window_s / e.dt)))
+        idx = np.arange(k1 - n + 1, k1 + 1) % e.conc.size
+        return float(e.conc[idx].mean())
+
+
+@dataclass
+class WindowStats:
+    """Per scoring window (requests grouped by arrival, `window_s` each): how many arrived,
+    P99 TTFT / TPOT (NaN when none), P99 of TTFT minus each request's TTFT target (<= 0:
+    TTFT met), requests that met both targets, and `gap`: no requests, or inside a gap of
+    the trace's data. `met` = not a gap, P99 TTFT within target and P99 TPOT within target:
+    gaps are never scored as met."""
+
+    window_s: float
+    requests: I64
+    p99_ttft: F64
+    p99_tpot: F64
+    p99_ttft_over_target: F64
+    ok_requests: I64
+    gap: NDArray[np.bool_]
+    met: NDArray[np.bool_]
+
+    @property
+    def start_s(self) -> F64:
+        return np.arange(self.requests.size) * self.window_s
 
 
 @dataclass
 class RunResult:
     policy: str
-    ttft: NDArray[np.float64]
-    tpot: NDArray[np.float64]
+    # Per request in arrival order (only when the run kept requests; else empty).
+    ttft: F64
+    tpot: F64
     cold: NDArray[np.bool_]
     replica_seconds: float
     scale_events: int
-    # Timeline sampled once per `sample_s`: time, replicas that exist, replicas serving warm.
-    times: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
-    replicas: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
-    warmed: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+    # Timeline sampled once per `sample_s`: time, replicas that exist, replicas serving
+    # warm, running and waiting requests (all pods and the gateway), mean KV-cache usage.
+    times: F64 = field(default_factory=lambda: np.zeros(0))
+    replicas: F64 = field(default_factory=lambda: np.zeros(0))
+    warmed: F64 = field(default_factory=lambda: np.zeros(0))
+    running: F64 = field(default_factory=lambda: np.zeros(0))
+    waiting: F64 = field(default_factory=lambda: np.zeros(0))
+    kv_usage: F64 = field(default_factory=lambda: np.zeros(0))
+    windows: WindowStats | None = None
+    requests: int = 0
+    # Requests whose context exceeds one replica's KV cache: refused (as vLLM refuses a
+    # prompt over max_model_len), counted as SLO misses.
+    rejected: int = 0
+    cold_requests: int = 0
+    gaps: tuple[Gap, ...] = ()
+    startup_s: F64 = field(default_factory=lambda: np.zeros(0))  # per replica created
+
+
+@dataclass
+class _Pool:
+    """Requests as a struct of arrays: every pool (gateway, pod queues, admitted) has every
+    field; those a pool does not use stay zero."""
+
+    id: I64
+    arr: F64
+    inp: I64
+    out: I64
+    cached: I64
+    win: I64
+    pod: I64
+    cold: NDArray[np.bool_]
+    reserve: F64
+    ftt: F64
+    rem: F64
+
+    @classmethod
+    def empty(cls) -> _Pool:
+        i, f = np.zeros(0, dtype=np.int64), np.zeros(0)
+        return cls(i, f, i, i, i, i, i, np.zeros(0, dtype=bool), f, f, f)
+
+    @classmethod
+    def arrivals(cls, *, ids: I64, arr: F64, inp: I64, out: I64, cached: I64, win: I64) -> _Pool:
+        n = ids.size
+        i, f = np.zeros(n, dtype=np.int64), np.zeros(n)
+        return cls(ids, arr, inp, out, cached, win, i, np.zeros(n, dtype=bool), f, f, f)
+
+    @property
+    def size(self) -> int:
+        return int(self.id.size)
+
+    def take(self, idx: NDArray[np.generic]) -> _Pool:
+        return _Pool(*(getattr(self, k)[idx] for k in _POOL_FIELDS))
+
+    def cat(self, other: _Pool) -> _Pool:
+        if self.size == 0:
+            return other
+        if other.size == 0:
+            return self
+        return _Pool(*(np.concatenate([getattr(self, k), getattr(other, k)]) for k in _POOL_FIELDS))
+
+
+_POOL_FIELDS = tuple(_Pool.__dataclass_fields__)
+
+
+def least_loaded(load: I64, k: int) -> I64:
+    """Positions (into `load`) that k successive arrivals go to when each goes to the
+    currently least-loaded pod (ties: the lowest position), as one vectorised step."""
+    if k == 0:
+        return np.zeros(0, dtype=np.int64)
+    lo = int(load.min())
+    hi = lo + k  # at level hi the least-loaded pod alone offers k + 1 slots
+    while lo < hi:  # smallest level L whose slots (levels load..L of every pod) >= k
+        mid = (lo + hi) // 2
+        if int(np.maximum(0, mid + 1 - load).sum()) >= k:
+            hi = mid
+        else:
+            lo = mid + 1
+    counts = np.maximum(0, lo + 1 - load)
+    pos = np.repeat(np.arange(load.size), counts)
+    starts = np.repeat(load, counts)
+    level = starts + (np.arange(pos.size) - np.repeat(np.cumsum(counts) - counts, counts))
+    order = np.lexsort((pos, level))[:k]
+    out: I64 = pos[order]
+    return out
+
+
+def _segment_starts(keys: I64) -> I64:
+    """For each element of a sorted key array, the index where its key's run starts."""
+    out: I64 = np.searchsorted(keys, keys, side="left")
+    return out
+
+
+def _group_p99(win: I64, values: F64, n: int) -> F64:
+    """P99 (method "higher", so inf counts as a miss) of `values` per window index."""
+    out = np.full(n, np.nan)
+    if win.size == 0:
+        return out
+    order = np.lexsort((values, win))
+    w, v = win[order], values[order]
+    starts = np.flatnonzero(np.r_[True, w[1:] != w[:-1]])
+    counts = np.diff(np.r_[starts, w.size])
+    pick = starts + np.ceil(0.99 * (counts - 1)).astype(np.int64)
+    out[w[starts]] = v[pick]
+    return out
+
+
+class _Feed:
+    """Arrivals from the trace's chunks, handed out tick by tick."""
+
+    def __init__(self, chunks: Iterator[Chunk], *, window_s: float, n_windows: int) -> None:
+        self._chunks = chunks
+        self._buf: Chunk | None = None
+        self._pos = 0
+        self.next_id = 0
+        self.window_s, self.n_windows = window_s, n_windows
+        self.done = False
+        self._pull()
+
+    def _pull(self) -> None:
+        while True:
+            nxt = next(self._chunks, None)
+            if nxt is None:
+                self._buf, self.done = None, True
+                return
+            if nxt.arrival_s.size:
+                self._buf, self._pos = nxt, 0
+                return
+
+    @property
+    def next_arrival(self) -> float:
+        return math.inf if self._buf is None else float(self._buf.arrival_s[self._pos])
+
+    def take(self, t1: float) -> _Pool:
+        parts: list[_Pool] = []
+        while self._buf is not None and self._buf.arrival_s[self._pos] < t1:
+            c = self._buf
+            end = self._pos + int(np.searchsorted(c.arrival_s[self._pos :], t1, side="left"))
+            n = end - self._pos
+            arr = c.arrival_s[self._pos : end]
+            parts.append(
+                _Pool.arrivals(
+                    ids=np.arange(self.next_id, self.next_id + n, dtype=np.int64),
+                    arr=arr,
+                    inp=c.input_tokens[self._pos : end],
+                    out=c.output_tokens[self._pos : end],
+                    cached=c.cached_tokens[self._pos : end],
+                    win=np.minimum((arr // self.window_s).astype(np.int64), self.n_windows - 1),
+                )
+            )
+            self.next_id += n
+            self._pos = end
+            if self._pos >= c.arrival_s.size:
+                self._pull()
+        if not parts:
+            return _Pool.empty()
+        out = parts[0]
+        for part in parts[1:]:
+            out = out.cat(part)
+        return out
 
 
 class _Engine:
     def __init__(
         self,
-        trace: Trace,
+        source: Trace | TraceStream,
         *,
         params: ReplicaParams,
+        slo: Slo,
         dt: float,
         initial_replicas: int,
-        max_replicas: int,
         drain_s: float,
+        routing: str,
+        scrape_s: float,
+        seed: int,
+        keep_requests: bool,
+        window_s: float,
     ) -> None:
-        self.trace, self.p, self.dt = trace, params, dt
-        self.max_replicas = max_replicas
-        n = trace.requests
-        self.ftt = np.full(n, np.inf)
+        if routing not in ROUTING:
+            raise ValueError(f"routing must be one of {', '.join(ROUTING)}, got {routing!r}")
+        if scrape_s <= 0 or dt <= 0:
+            raise ValueError(f"scrape_s and dt must be > 0, got {scrape_s:g} and {dt:g}")
+        self.p, self.slo, self.dt = params, slo, dt
+        self.routing, self.scrape_s = routing, scrape_s
+        self.duration_s = source.duration_s
+        self.n_windows = max(1, math.ceil(source.duration_s / window_s))
+        self.window_s = window_s
+        self.feed = _Feed(source.chunks(), window_s=window_s, n_windows=self.n_windows)
+        self.rng = np.random.default_rng(seed)
+        self.n_ticks = math.ceil((source.duration_s + drain_s) / dt)
+        self.tick = 0
+        self.keep = keep_requests
+        n = source.requests if keep_requests and isinstance(source, Trace) else 0
         self.ttft = np.full(n, np.inf)
-        self.finish = np.full(n, np.inf)
         self.tpot = np.full(n, np.inf)
         self.cold = np.zeros(n, dtype=bool)
-        self.rid = np.zeros(n, dtype=np.int64)
-        self.remaining = (trace.output_tokens - 1).astype(np.float64)
-        self.n_ticks = math.ceil((trace.duration_s + drain_s) / dt)
-        self.cum_tokens = np.zeros(self.n_ticks)
-        self.conc = np.zeros(self.n_ticks)
-        self.tick = 0
         # Replica table, indexed by replica id (ids are never reused).
         cap = 64
         self.created_at = np.zeros(cap)
         self.ready_at = np.zeros(cap)
         self.warm_at = np.zeros(cap)
-        self.running = np.zeros(cap, dtype=np.int64)
         self.pf_free = np.zeros(cap)
+        self.running = np.zeros(cap, dtype=np.int64)
+        self.waiting = np.zeros(cap, dtype=np.int64)
+        self.reserved = np.zeros(cap)
+        self.alive = np.zeros(cap, dtype=bool)
+        self.initial = np.zeros(cap, dtype=bool)
         self.n_ids = 0
-        self.alive: list[int] = []
-        self.draining: list[int] = []
-        self.queue: deque[int] = deque()
-        self.pf_tick = np.zeros(cap)
-        self._t0 = self._t1 = 0.0
-        self.active = np.zeros(0, dtype=np.int64)
-        self.act_rid = np.zeros(0, dtype=np.int64)
-        self.act_ftt = np.zeros(0)
-        self.act_rem = np.zeros(0)
+        self.rr = 0
+        self.startups: list[float] = []
+        # Requests in flight: held by the gateway (no pod serving), queued in a pod,
+        # admitted (prefilling or decoding).
+        self.gateway = _Pool.empty()
+        self.queued = _Pool.empty()
+        self.active = _Pool.empty()
+        # Scrapes: counters (cumulative output / prompt tokens) and per-pod gauges.
+        self.cum_out = 0.0
+        self.cum_in = 0.0
+        self.scrape_t: list[float] = []
+        self.scrape_out: list[float] = []
+        self.scrape_in: list[float] = []
+        self.next_scrape = scrape_s / 2.0
+        self.gauge_running: tuple[float, ...] = ()
+        self.gauge_waiting: tuple[float, ...] = ()
+        self.gauge_kv: tuple[float, ...] = ()
+        # Recent latency events for View.p99: (newest time, times, values) per tick.
+        self.ev_ttft: deque[tuple[float, F64, F64]] = deque()
+        self.ev_tpot: deque[tuple[float, F64, F64]] = deque()
+        self.conc = np.zeros(max(1, math.ceil(MAX_METRIC_WINDOW_S / dt)) + 1)
+        # Per-window scoring: outstanding requests per window, finished records buffered
+        # until their window is complete.
+        self.outstanding = np.zeros(self.n_windows, dtype=np.int64)
+        self.arrived = np.zeros(self.n_windows, dtype=np.int64)
+        self.fin_buf: list[tuple[I64, F64, F64, F64]] = []
+        self.w_p99_ttft = np.full(self.n_windows, np.nan)
+        self.w_p99_tpot = np.full(self.n_windows, np.nan)
+        self.w_p99_excess = np.full(self.n_windows, np.nan)
+        self.w_ok = np.zeros(self.n_windows, dtype=np.int64)
+        self.rejected = 0
+        self.cold_requests = 0
         for _ in range(initial_replicas):
-            self._create(-params.horizon_s)
+            self._create(-params.horizon_s, startup=params.startup_s, initial=True)
 
-    def _create(self, now: float) -> None:
+    # -- replicas ---------------------------------------------------------------------
+
+    def alive_ids(self) -> I64:
+        out: I64 = np.flatnonzero(self.alive[: self.n_ids])
+        return out
+
+    def _create(self, now: float, *, startup: float | None = None, initial: bool = False) -> None:
         if self.n_ids == self.created_at.size:
-            for name in ("created_at", "ready_at", "warm_at", "running", "pf_free"):
+            for name in (
+                "created_at",
+                "ready_at",
+                "warm_at",
+                "pf_free",
+                "running",
+                "waiting",
+                "reserved",
+                "alive",
+                "initial",
+            ):
                 arr = getattr(self, name)
                 setattr(self, name, np.concatenate([arr, np.zeros_like(arr)]))
+        p = self.p
+        if startup is None:
+            lo, hi = p.startup_bounds()
+            draw = p.startup_s * math.exp(p.startup_sigma * float(self.rng.standard_normal()))
+            startup = min(hi, max(lo, draw))
+            self.startups.append(startup)
         r = self.n_ids
         self.n_ids += 1
         self.created_at[r] = now
-        self.ready_at[r] = now + self.p.startup_s
-        self.warm_at[r] = now + self.p.horizon_s
-        self.running[r] = 0
+        self.ready_at[r] = now + startup
+        self.warm_at[r] = now + startup + p.warmup_s
         self.pf_free[r] = now
-        self.alive.append(r)
+        self.alive[r] = True
+        self.initial[r] = initial
 
     def scale_to(self, desired: int, now: float) -> None:
-        while len(self.alive) < desired:
+        ids = self.alive_ids()
+        for _ in range(desired - ids.size):
             self._create(now)
-        if len(self.alive) > desired:
+        if ids.size > desired:
             # ReplicaSet deletion order: not-ready pods first, then the newest.
-            order = sorted(self.alive, key=lambda r: (self.ready_at[r] <= now, -self.created_at[r]))
-            for r in order[: len(self.alive) - desired]:
-                self.alive.remove(r)
-                if self.running[r] > 0:
-                    self.draining.append(r)
+            order = sorted(
+                ids.tolist(), key=lambda r: (self.ready_at[r] <= now, -self.created_at[r])
+            )
+            gone = np.array(order[: ids.size - desired], dtype=np.int64)
+            self.alive[gone] = False
+            # Their queued requests go back to the gateway, which routes them again.
+            back = np.isin(self.queued.pod, gone)
+            if back.any():
+                moved = self.queued.take(np.flatnonzero(back))
+                self.gateway = self.gateway.cat(moved)
+                order_ids = np.argsort(self.gateway.id, kind="stable")
+                self.gateway = self.gateway.take(order_ids)
+                self.queued = self.queued.take(np.flatnonzero(~back))
+                self.waiting[gone] = 0
 
-    def _admit(self, i: int, r: int, t: float) -> None:
-        p = self.p
-        warm = t >= self.warm_at[r]
-        slow = 1.0 if warm else p.cold_slowdown
-        start = max(t, self.pf_free[r])
-        ftt = start + self.trace.input_tokens[i] / p.prefill_tokens_per_s * slow
-        self.pf_free[r] = ftt
-        # Prefill time inside this tick: the share of the tick decode loses to prefill.
-        self.pf_tick[r] += max(0.0, min(ftt, self._t1) - max(start, self._t0))
-        self.ftt[i] = ftt
-        self.ttft[i] = ftt - self.trace.arrival_s[i]
-        self.rid[i] = r
-        self.cold[i] = not warm
-        self.running[r] += 1
-
-    def _serving(self, t: float, gate: bool) -> NDArray[np.int64]:
+    def serving(self, t: float, gate: bool) -> I64:
+        ids = self.alive_ids()
         at = self.warm_at if gate else self.ready_at
-        return np.array([r for r in self.alive if at[r] <= t], dtype=np.int64)
+        out: I64 = ids[at[ids] <= t]
+        return out
 
-    def step(self, gate: bool, next_arrival: int) -> int:
-        """Advance one tick; returns the index of the next arrival not yet handled."""
+    # -- metrics ----------------------------------------------------------------------
+
+    def counter_at(self, counter: list[float], t: float) -> float:
+        """Value of a scraped counter at the newest scrape at or before t (0 before)."""
+        k = int(np.searchsorted(self.scrape_t, t, side="right")) - 1
+        return counter[k] if k >= 0 else 0.0
+
+    def _context(self) -> F64:
+        a = self.active
+        out: F64 = (a.inp + (a.out - 1) - a.rem.clip(0)).astype(np.float64)
+        return out
+
+    def scrape(self, t: float) -> None:
+        self.scrape_t.append(t)
+        self.scrape_out.append(self.cum_out)
+        self.scrape_in.append(self.cum_in)
+        ids = self.alive_ids()
+        ids = ids[self.ready_at[ids] <= t]
+        m = self.n_ids
+        kv = np.bincount(self.active.pod, weights=self._context(), minlength=m)
+        self.gauge_running = tuple(float(x) for x in self.running[ids])
+        self.gauge_waiting = tuple(float(x) for x in self.waiting[ids])
+        self.gauge_kv = tuple(float(x) for x in kv[ids] / self.p.kv_capacity_tokens)
+        horizon = t - MAX_METRIC_WINDOW_S - self.scrape_s
+        for ev in (self.ev_ttft, self.ev_tpot):
+            while ev and ev[0][0] < horizon:
+                ev.popleft()
+
+    def totals(self) -> tuple[float, float, float]:
+        """(running, waiting incl. the gateway, mean KV usage of ready pods) right now."""
+        ids = self.alive_ids()
+        t = self.tick * self.dt
+        ready = ids[self.ready_at[ids] <= t]
+        kv = 0.0
+        if ready.size:
+            per = np.bincount(self.active.pod, weights=self._context(), minlength=self.n_ids)
+            kv = float(per[ready].mean() / self.p.kv_capacity_tokens)
+        waiting = float(self.queued.id.size + self.gateway.id.size)
+        return float(self.active.id.size), waiting, kv
+
+    # -- requests ---------------------------------------------------------------------
+
+    def _finish(self, win: I64, ttft: F64, tpot: F64, inp: I64, ids: I64) -> None:
+        """Record finished (or failed: inf) requests for per-window scoring."""
+        excess = ttft - self.slo.ttft_target(inp.astype(np.float64))
+        self.fin_buf.append((win, ttft, tpot, excess))
+        self.outstanding -= np.bincount(win, minlength=self.n_windows)
+        if self.keep:
+            self.ttft[ids] = ttft
+            self.tpot[ids] = tpot
+
+    def flush_windows(self, final: bool = False) -> None:
+        """Score the windows whose requests have all finished."""
+        if not self.fin_buf:
+            return
+        if final:
+            safe = self.n_windows
+        else:
+            open_w = np.flatnonzero(self.outstanding > 0)
+            nxt = self.feed.next_arrival
+            w_next = self.n_windows if not math.isfinite(nxt) else int(nxt // self.window_s)
+            safe = min(int(open_w[0]) if open_w.size else self.n_windows, w_next)
+        win = np.concatenate([b[0] for b in self.fin_buf])
+        ttft, tpot, excess = (np.concatenate([b[k] for b in self.fin_buf]) for k in (1, 2, 3))
+        done = win < safe
+        if not done.any():
+            return
+        w, a, b, c = win[done], ttft[done], tpot[done], excess[done]
+        n = self.n_windows
+        for target, values in ((self.w_p99_ttft, a), (self.w_p99_tpot, b), (self.w_p99_excess, c)):
+            got = _group_p99(w, values, n)
+            has = ~np.isnan(got)
+            target[has] = got[has]
+        self.w_ok += np.bincount(w, weights=(c <= 0) & (b <= self.slo.tpot_s), minlength=n).astype(
+            np.int64
+        )
+        rest = ~done
+        self.fin_buf = [(win[rest], ttft[rest], tpot[rest], excess[rest])] if rest.any() else []
+
+    def _route(self, incoming: _Pool, serving: I64) -> None:
+        k = int(incoming.id.size)
+        if k == 0:
+            return
+        if serving.size == 0:
+            self.gateway = self.gateway.cat(incoming)
+            return
+        if self.routing == "round-robin":
+            pos = (self.rr + np.arange(k)) % serving.size
+            self.rr = (self.rr + k) % serving.size
+        else:
+            load = self.running[serving] + self.waiting[serving]
+            pos = least_loaded(load, k)
+        pods = serving[pos]
+        incoming.pod = pods
+        self.waiting += np.bincount(pods, minlength=self.waiting.size)
+        self.queued = self.queued.cat(incoming)
+
+    def _admit(self, t0: float, t1: float) -> F64:
+        """Admit from every pod's queue what fits; returns per-pod prefill seconds inside
+        this tick (carried-over backlog included)."""
+        m = self.n_ids
+        pf_tick = np.clip(self.pf_free[:m] - t0, 0.0, self.dt)
+        q = self.queued
+        if q.id.size == 0:
+            return pf_tick
+        p = self.p
+        key = q.pod * (1 << 34) + q.id
+        order = np.argsort(key, kind="stable")
+        q = q.take(order)
+        pod = q.pod
+        seg = _segment_starts(pod)
+        rank = np.arange(pod.size) - seg
+        reserve = (q.inp + q.out).astype(np.float64)
+        cs = np.cumsum(reserve)
+        cs_seg = cs - (cs[seg] - reserve[seg])
+        free_kv = p.kv_capacity_tokens - self.reserved[pod]
+        free_slots = p.max_batch - self.running[pod]
+        ok = (cs_seg <= free_kv) & (rank < free_slots)
+        if not ok.any():
+            self.queued = q
+            return pf_tick
+        adm = np.flatnonzero(ok)
+        a = q.take(adm)
+        self.queued = q.take(np.flatnonzero(~ok))
+        apod = a.pod
+        at = np.maximum(a.arr, t0)
+        cold = at < self.warm_at[apod]
+        d = p.prefill_s((a.inp - a.cached).astype(np.float64)) * np.where(
+            cold, p.cold_slowdown, 1.0
+        )
+        # FIFO prefill per pod: ftt_j = max(at_j, ftt_{j-1}) + d_j, a segmented max-plus
+        # scan done with per-segment offsets on a cumulative max.
+        aseg = _segment_starts(apod)
+        dcs = np.cumsum(d)
+        big_d = dcs - (dcs[aseg] - d[aseg])  # inclusive cumsum of d within the pod
+        x = (at - t0) - big_d + d
+        g = np.cumsum(np.r_[True, apod[1:] != apod[:-1]]) - 1
+        span = float(np.ptp(x)) + 1.0 if x.size else 1.0
+        mx = np.maximum.accumulate(x + g * span) - g * span
+        f0 = self.pf_free[apod] - t0
+        ftt = t0 + big_d + np.maximum(f0, mx)
+        start = ftt - d
+        last = np.r_[apod[1:] != apod[:-1], True]
+        self.pf_free[apod[last]] = ftt[last]
+        overlap = np.clip(np.minimum(ftt, t1) - np.maximum(start, t0), 0.0, None)
+        pf_tick += np.bincount(apod, weights=overlap, minlength=m)[:m]
+        n_adm = np.bincount(apod, minlength=self.waiting.size)
+        self.waiting -= n_adm
+        self.running += n_adm
+        self.reserved += np.bincount(apod, weights=reserve[adm], minlength=self.reserved.size)
+        ttft = ftt - a.arr
+        self.cold_requests += int(np.count_nonzero(cold))
+        if self.keep:
+            self.cold[a.id] = cold
+        self.ev_ttft.append((float(ftt.max()), ftt, ttft))
+        a.cold = cold
+        a.reserve = reserve[adm]
+        a.ftt = ftt
+        a.rem = (a.out - 1).astype(np.float64)
+        self.active = self.active.cat(a)
+        return pf_tick
+
+    def step(self, gate: bool) -> None:
         t0 = self.tick * self.dt
         t1 = t0 + self.dt
-        cap = self.p.max_batch
-        self._t0, self._t1 = t0, t1
-        # Backlogged prefill carried over from earlier ticks keeps the replica busy.
-        self.pf_tick = np.clip(self.pf_free - t0, 0.0, self.dt)
-        serving = self._serving(t0, gate)
-        admitted: list[int] = []
-        if serving.size:
-            while self.queue:
-                load = self.running[serving]
-                j = int(np.argmin(load))
-                if load[j] >= cap:
-                    break
-                i = self.queue.popleft()
-                self._admit(i, int(serving[j]), t0)
-                admitted.append(i)
-        arrivals = self.trace.arrival_s
-        n = arrivals.size
-        i = next_arrival
-        while i < n and arrivals[i] < t1:
-            if serving.size and not self.queue:
-                load = self.running[serving]
-                j = int(np.argmin(load))
-                if load[j] < cap:
-                    self._admit(i, int(serving[j]), float(arrivals[i]))
-                    admitted.append(i)
-                    i += 1
-                    continue
-            self.queue.append(i)
-            i += 1
-        if admitted:
-            new = np.array(admitted, dtype=np.int64)
-            self.active = np.concatenate([self.active, new])
-            self.act_rid = np.concatenate([self.act_rid, self.rid[new]])
-            self.act_ftt = np.concatenate([self.act_ftt, self.ftt[new]])
-            self.act_rem = np.concatenate([self.act_rem, self.remaining[new]])
+        p = self.p
+        serving = self.serving(t0, gate)
+        incoming = self.feed.take(t1)
+        if incoming.id.size:
+            self.arrived += np.bincount(incoming.win, minlength=self.n_windows)
+            self.outstanding += np.bincount(incoming.win, minlength=self.n_windows)
+            too_long = incoming.inp + incoming.out > p.kv_capacity_tokens
+            if too_long.any():
+                bad = incoming.take(np.flatnonzero(too_long))
+                inf = np.full(bad.id.size, np.inf)
+                self.rejected += int(bad.id.size)
+                self._finish(bad.win, inf, inf, bad.inp, bad.id)
+                incoming = incoming.take(np.flatnonzero(~too_long))
+        if self.gateway.id.size and serving.size:
+            incoming = self.gateway.cat(incoming)
+            self.gateway = _Pool.empty()
+        self._route(incoming, serving)
+        pf_tick = self._admit(t0, t1)
         tokens = 0.0
         a = self.active
-        if a.size:
-            # Compact per-active-request arrays (rid, ftt, remaining) parallel to `active`.
-            rids, ftt, before = self.act_rid, self.act_ftt, self.act_rem
-            decoding = ftt < t1
+        if a.id.size:
             m = self.n_ids
+            rids, ftt, before = a.pod, a.ftt, a.rem
+            decoding = ftt < t1
+            ctx = (a.inp + (a.out - 1) - before.clip(0)).astype(np.float64)
             batch = np.bincount(rids, weights=decoding, minlength=m)
-            busy = self.pf_tick[:m] * (1.0 / self.dt)
-            share = np.maximum(1.0 - busy, self.p.min_decode_share)
-            slow = np.where(self.warm_at[:m] > t0, self.p.cold_slowdown, 1.0) / share
-            itl = (self.p.itl_alpha_s + self.p.itl_beta_s * batch) * slow
+            context = np.bincount(rids, weights=np.where(decoding, ctx, 0.0), minlength=m)
+            busy = pf_tick[:m] * (1.0 / self.dt)
+            share = np.maximum(1.0 - busy, p.min_decode_share)
+            slow = np.where(self.warm_at[:m] > t0, p.cold_slowdown, 1.0) / share
+            itl = (
+                p.itl_alpha_s + p.itl_beta_s * batch + p.itl_per_context_token_s * context
+            ) * slow
             req_itl = itl[rids]
             tau = t1 - np.maximum(t0, ftt)
             gen = np.where(decoding, tau, 0.0) / req_itl
             after = before - gen
+            first = decoding & (ftt >= t0)
             tokens = float(np.minimum(gen, np.maximum(before, 0.0)).sum())
-            tokens += float(np.count_nonzero(decoding & (ftt >= t0)))
+            tokens += float(np.count_nonzero(first))
+            self.cum_in += float(a.inp[first].sum())
             done = decoding & (after <= 0.0)
             if done.any():
-                d = a[done]
-                fin = np.maximum(t1 + after[done] * req_itl[done], ftt[done])
-                self.finish[d] = fin
-                outs = self.trace.output_tokens[d]
-                per_token = (fin - ftt[done]) / np.maximum(outs - 1, 1)
-                self.tpot[d] = np.where(outs > 1, per_token, 0.0)
-                self.running[:m] -= np.bincount(rids[done], minlength=m)
-                keep = ~done
-                self.active = a[keep]
-                self.act_rid, self.act_ftt, self.act_rem = rids[keep], ftt[keep], after[keep]
-                if self.draining:
-                    self.draining = [r for r in self.draining if self.running[r] > 0]
+                di = np.flatnonzero(done)
+                fin = np.maximum(t1 + after[di] * req_itl[di], ftt[di])
+                outs = a.out[di]
+                per_token = (fin - ftt[di]) / np.maximum(outs - 1, 1)
+                tpot = np.where(outs > 1, per_token, 0.0)
+                self.ev_tpot.append((float(fin.max()), fin, tpot))
+                self._finish(a.win[di], ftt[di] - a.arr[di], tpot, a.inp[di], a.id[di])
+                dp = rids[di]
+                self.running[:m] -= np.bincount(dp, minlength=m)
+                self.reserved[:m] -= np.bincount(dp, weights=a.reserve[di], minlength=m)
+                a.rem = after
+                self.active = a.take(np.flatnonzero(~done))
             else:
-                self.act_rem = after
-        prev = self.cum_tokens[self.tick - 1] if self.tick else 0.0
-        self.cum_tokens[self.tick] = prev + tokens
-        self.conc[self.tick] = self.active.size + len(self.queue)
+                a.rem = after
+        self.cum_out += tokens
+        self.conc[self.tick % self.conc.size] = (
+            self.active.id.size + self.queued.id.size + self.gateway.id.size
+        )
         self.tick += 1
-        return i
+
+    def idle(self) -> bool:
+        return (
+            self.feed.done
+            and self.active.id.size == 0
+            and self.queued.id.size == 0
+            and self.gateway.id.size == 0
+        )
+
+    def abandon(self) -> None:
+        """Requests still in flight when the replay stops never finish: SLO misses."""
+        for pool in (self.gateway, self.queued, self.active):
+            if pool.id.size:
+                inf = np.full(pool.id.size, np.inf)
+                self._finish(pool.win, inf, inf, pool.inp, pool.id)
+        while not self.feed.done:
+            rest = self.feed.take(math.inf)
+            self.arrived += np.bincount(rest.win, minlength=self.n_windows)
+            self.outstanding += np.bincount(rest.win, minlength=self.n_windows)
+            inf = np.full(rest.id.size, np.inf)
+            self._finish(rest.win, inf, inf, rest.inp, rest.id)
+
+    def window_stats(self, gaps: tuple[Gap, ...]) -> WindowStats:
+        self.flush_windows(final=True)
+        gap = self.arrived == 0
+        starts = np.arange(self.n_windows) * self.window_s
+        for g in gaps:
+            gap |= (starts < g.end_s) & (starts + self.window_s > g.start_s)
+        met = (~gap) & (self.w_p99_excess <= 0) & (self.w_p99_tpot <= self.slo.tpot_s)
+        return WindowStats(
+            window_s=self.window_s,
+            requests=self.arrived.copy(),
+            p99_ttft=self.w_p99_ttft,
+            p99_tpot=self.w_p99_tpot,
+            p99_ttft_over_target=self.w_p99_excess,
+            ok_requests=self.w_ok,
+            gap=gap,
+            met=met,
+        )
 
 
 def run(
-    trace: Trace,
+    trace: Trace | TraceStream,
     policy: Policy,
     *,
     params: ReplicaParams,
@@ -311,19 +810,36 @@ def run(
     dt: float = 0.5,
     drain_s: float = 600.0,
     sample_s: float = 10.0,
+    routing: str = "least-loaded",
+    scrape_s: float = SCRAPE_INTERVAL_S,
+    seed: int = 0,
+    slo: Slo | None = None,
+    keep_requests: bool | None = None,
+    window_s: float = WINDOW_S,
 ) -> RunResult:
-    """Replay `trace` under `policy`. Starts with `initial_replicas` warm replicas (every
-    policy starts sized for the trace's first minutes, as a running service would be).
+    """Replay `trace` under `policy`. Starts with `initial_replicas` warm replicas.
     Replica-seconds count every replica that exists (starting, warming, serving or
     draining) until the end of the trace; the replay continues up to `drain_s` after it so
-    that queued requests finish and are measured."""
+    that queued requests finish and are measured (what has not finished by then counts as
+    a miss). `routing` picks the gateway's rule ("least-loaded" or "round-robin");
+    `scrape_s` the Prometheus scrape interval; `seed` the replicas' start-up times; `slo`
+    what `RunResult.windows` scores against (default `Slo()`); `keep_requests` (default:
+    True for an in-memory `Trace`, False for a `TraceStream`) keeps per-request TTFT/TPOT."""
+    keep = isinstance(trace, Trace) if keep_requests is None else keep_requests
+    if keep and not isinstance(trace, Trace):
+        raise ValueError("keep_requests needs an in-memory Trace; materialise the stream first")
     e = _Engine(
         trace,
         params=params,
+        slo=slo or Slo(),
         dt=dt,
         initial_replicas=initial_replicas,
-        max_replicas=max_replicas,
         drain_s=drain_s,
+        routing=routing,
+        scrape_s=scrape_s,
+        seed=seed,
+        keep_requests=keep,
+        window_s=window_s,
     )
     # The replay starts cold, but the service it models has been running: no decision
     # until one rate() window of metrics exists, so no policy acts on a half-empty window.
@@ -331,16 +847,17 @@ def run(
     desired = initial_replicas
     events = 0
     replica_seconds = 0.0
-    nxt = 0
     every = max(1, round(sample_s / dt))
-    times: list[float] = []
-    reps: list[float] = []
-    warm: list[float] = []
-    n = trace.requests
+    flush_every = max(1, round(window_s / dt))
+    cols: dict[str, list[float]] = {k: [] for k in ("t", "rep", "warm", "run", "wait", "kv")}
+    duration = trace.duration_s
     while e.tick < e.n_ticks:
         t0 = e.tick * dt
-        if t0 >= trace.duration_s and nxt >= n and not e.queue and e.active.size == 0:
+        if t0 >= duration and e.idle():
             break
+        if t0 >= e.next_scrape - 1e-9:
+            e.scrape(t0)
+            e.next_scrape += scrape_s * max(1, math.floor((t0 - e.next_scrape) / scrape_s + 1))
         if t0 >= next_decision - 1e-9:
             want = max(1, min(max_replicas, int(policy.decide(View(e, t0)))))
             if want != desired:
@@ -348,13 +865,23 @@ def run(
                 desired = want
             e.scale_to(desired, t0)
             next_decision += policy.interval_s
-        if t0 < trace.duration_s:
-            replica_seconds += dt * (len(e.alive) + len(e.draining))
+        if t0 < duration:
+            ids = e.alive_ids()
+            draining = int(np.count_nonzero((~e.alive[: e.n_ids]) & (e.running[: e.n_ids] > 0)))
+            replica_seconds += dt * (ids.size + draining)
             if e.tick % every == 0:
-                times.append(t0)
-                reps.append(len(e.alive) + len(e.draining))
-                warm.append(sum(1 for r in e.alive if e.warm_at[r] <= t0))
-        nxt = e.step(policy.warmup_gate, nxt)
+                run_, wait, kv = e.totals()
+                cols["t"].append(t0)
+                cols["rep"].append(ids.size + draining)
+                cols["warm"].append(int(np.count_nonzero(e.warm_at[ids] <= t0)))
+                cols["run"].append(run_)
+                cols["wait"].append(wait)
+                cols["kv"].append(kv)
+        e.step(policy.warmup_gate)
+        if e.tick % flush_every == 0:
+            e.flush_windows()
+    e.abandon()
+    windows = e.window_stats(trace.gaps)
     return RunResult(
         policy=policy.name,
         ttft=e.ttft,
@@ -362,7 +889,16 @@ def run(
         cold=e.cold,
         replica_seconds=replica_seconds,
         scale_events=events,
-        times=np.array(times),
-        replicas=np.array(reps, dtype=np.float64),
-        warmed=np.array(warm, dtype=np.float64),
+        times=np.array(cols["t"]),
+        replicas=np.array(cols["rep"], dtype=np.float64),
+        warmed=np.array(cols["warm"], dtype=np.float64),
+        running=np.array(cols["run"], dtype=np.float64),
+        waiting=np.array(cols["wait"], dtype=np.float64),
+        kv_usage=np.array(cols["kv"], dtype=np.float64),
+        windows=windows,
+        requests=e.feed.next_id,
+        rejected=e.rejected,
+        cold_requests=e.cold_requests,
+        gaps=trace.gaps,
+        startup_s=np.array(e.startups),
     )

@@ -1,10 +1,17 @@
-"""Trace loading: per-request CSVs and 10-minute aggregate series, both as request arrays.
+"""Trace loading: per-request CSVs and 10-minute aggregate series.
 
-Per-request traces (`t_s,input_tokens,output_tokens`, as in `../shared/traces/azure2023_*`)
-are replayed request by request. Aggregate traces (`window_start_s,total_rps,...,
-mean_input_tokens,mean_output_tokens`, as in `servegen_*`) are replayed as seeded Poisson
-arrivals at `total_rps * rate_scale` inside each window, with token counts drawn from a
-geometric distribution around the window's means (the aggregate keeps only means).
+Per-request traces (`t_s,input_tokens,output_tokens[,cached_tokens]`, as in
+`../shared/traces/azure2023_*`) are replayed request by request; the optional
+`cached_tokens` column gives the prompt tokens a prefix cache serves (their prefill is
+skipped). Aggregate traces (`window_start_s,total_rps,...,mean_input_tokens,
+mean_output_tokens`, as in `servegen_*`) are replayed as seeded Poisson arrivals at
+`total_rps * rate_scale` inside each window, with token counts drawn from a geometric
+distribution around the window's means (the aggregate keeps only means).
+
+`load` builds the requests in memory (a `Trace`); `stream` gives the same requests as
+chunks of at most `CHUNK_S` seconds (a `TraceStream`), so an aggregate of any length at
+any rate replays in memory bounded by one chunk. Both report the trace's data gaps: source
+windows with no requests (or missing from the series) while the trace has traffic.
 """
 
 from __future__ import annotations
@@ -12,18 +19,39 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import itertools
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
 
 PER_REQUEST_COLUMNS = ("t_s", "input_tokens", "output_tokens")
+CACHED_COLUMN = "cached_tokens"
 AGGREGATE_COLUMNS = ("window_start_s", "total_rps", "mean_input_tokens", "mean_output_tokens")
+CHUNK_S = 60.0  # a stream's chunk: at most this many seconds of arrivals
 
 
 class TraceError(ValueError):
     """A trace that cannot be replayed; the message says what to fix."""
+
+
+class Gap(NamedTuple):
+    """A stretch [start_s, end_s) of the (sliced) trace with no data."""
+
+    start_s: float
+    end_s: float
+
+
+class Chunk(NamedTuple):
+    """Consecutive requests, sorted by arrival."""
+
+    arrival_s: NDArray[np.float64]
+    input_tokens: NDArray[np.int64]
+    output_tokens: NDArray[np.int64]
+    cached_tokens: NDArray[np.int64]
 
 
 @dataclass(frozen=True)
@@ -35,10 +63,56 @@ class Trace:
     input_tokens: NDArray[np.int64]
     output_tokens: NDArray[np.int64]
     duration_s: float
+    # Prompt tokens served from a prefix cache (None: the trace has no such column).
+    cached_tokens: NDArray[np.int64] | None = None
+    gaps: tuple[Gap, ...] = ()
 
     @property
     def requests(self) -> int:
         return int(self.arrival_s.size)
+
+    def chunks(self) -> Iterator[Chunk]:
+        cached = (
+            self.cached_tokens
+            if self.cached_tokens is not None
+            else np.zeros(self.requests, dtype=np.int64)
+        )
+        yield Chunk(self.arrival_s, self.input_tokens, self.output_tokens, cached)
+
+
+@dataclass(frozen=True)
+class TraceStream:
+    """A trace replayed chunk by chunk; `chunks()` starts it afresh (same seed, same
+    requests) each time it is called."""
+
+    name: str
+    duration_s: float
+    gaps: tuple[Gap, ...]
+    expected_requests: float  # mean request count (Poisson) over the slice
+    make: Callable[[], Iterator[Chunk]]
+
+    def chunks(self) -> Iterator[Chunk]:
+        return self.make()
+
+    def materialise(self) -> Trace:
+        """All requests in memory (only for slices that fit)."""
+        parts = list(self.chunks())
+        return Trace(
+            name=self.name,
+            arrival_s=_cat_f([c.arrival_s for c in parts]),
+            input_tokens=_cat_i([c.input_tokens for c in parts]),
+            output_tokens=_cat_i([c.output_tokens for c in parts]),
+            duration_s=self.duration_s,
+            gaps=self.gaps,
+        )
+
+
+def _cat_f(parts: list[NDArray[np.float64]]) -> NDArray[np.float64]:
+    return np.concatenate(parts) if parts else np.zeros(0)
+
+
+def _cat_i(parts: list[NDArray[np.int64]]) -> NDArray[np.int64]:
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
 def _open_text(path: Path) -> io.TextIOBase:
@@ -65,6 +139,21 @@ def load(
     rate_scale: float = 1.0,
 ) -> Trace:
     """Load either trace format, keep the slice [start_s, start_s + duration_s)."""
+    src = stream(path, seed=seed, start_s=start_s, duration_s=duration_s, rate_scale=rate_scale)
+    return src if isinstance(src, Trace) else src.materialise()
+
+
+def stream(
+    path: str | Path,
+    *,
+    seed: int = 0,
+    start_s: float = 0.0,
+    duration_s: float | None = None,
+    rate_scale: float = 1.0,
+) -> Trace | TraceStream:
+    """Like `load`, but an aggregate trace comes back as a `TraceStream` whose requests are
+    drawn chunk by chunk while it replays. Per-request files are read whole (their size is
+    the file's)."""
     p = Path(path)
     if rate_scale <= 0:
         raise TraceError(f"--rate-scale must be > 0, got {rate_scale}")
@@ -73,8 +162,8 @@ def load(
     header = [h.strip() for h in next(reader, [])]
     rows = [r for r in reader if r]
     if all(c in header for c in PER_REQUEST_COLUMNS):
-        idx = [header.index(c) for c in PER_REQUEST_COLUMNS]
-        data = _numeric(rows, idx, p)
+        cols = list(PER_REQUEST_COLUMNS) + ([CACHED_COLUMN] if CACHED_COLUMN in header else [])
+        data = _numeric(rows, [header.index(c) for c in cols], p)
         return _per_request(
             p.name, data, seed=seed, start_s=start_s, duration_s=duration_s, rate_scale=rate_scale
         )
@@ -150,12 +239,18 @@ def _per_request(
         data = np.concatenate(parts) if parts else data[:0]
         data = data[np.argsort(data[:, 0], kind="stable")]
     arrival = data[:, 0] - lo
+    inputs = np.maximum(1, data[:, 1]).astype(np.int64)
+    cached = None
+    if data.shape[1] > 3:
+        # A prefix-cache hit covers at most the prompt minus the one token that is computed.
+        cached = np.minimum(data[:, 3].astype(np.int64), inputs - 1)
     return Trace(
         name=name,
         arrival_s=arrival.astype(np.float64),
-        input_tokens=np.maximum(1, data[:, 1]).astype(np.int64),
+        input_tokens=inputs,
         output_tokens=np.maximum(1, data[:, 2]).astype(np.int64),
         duration_s=float(hi - lo),
+        cached_tokens=cached,
     )
 
 
@@ -167,27 +262,55 @@ def _aggregate(
     start_s: float,
     duration_s: float | None,
     rate_scale: float,
-) -> Trace:
+) -> TraceStream:
     data = data[np.argsort(data[:, 0], kind="stable")]
     starts = data[:, 0]
     width = float(np.median(np.diff(starts))) if starts.size > 1 else 600.0
     lo, hi = _slice_bounds(float(starts[0]), float(starts[-1]) + width, start_s, duration_s, name)
-    rng = np.random.default_rng(seed)
-    times, ins, outs = [], [], []
+    pieces: list[tuple[float, float, float, float, float]] = []  # a, b, rps, mean in, out
+    gaps: list[Gap] = []
+    has_traffic = bool(np.any(data[:, 1] > 0))
+
+    def gap(a: float, b: float) -> None:
+        a, b = max(a, lo), min(b, hi)
+        if b > a:
+            if gaps and abs(gaps[-1].end_s - (a - lo)) < 1e-9:
+                gaps[-1] = Gap(gaps[-1].start_s, b - lo)
+            else:
+                gaps.append(Gap(a - lo, b - lo))
+
+    prev_end = float(starts[0])
     for w_start, rps, mean_in, mean_out in data:
+        if w_start > prev_end + 0.5 * width:
+            gap(prev_end, float(w_start))  # windows missing from the series
+        prev_end = float(w_start) + width
         a, b = max(w_start, lo), min(w_start + width, hi)
         if b <= a:
             continue
-        n = int(rng.poisson(rps * rate_scale * (b - a)))
-        times.append(np.sort(rng.uniform(a, b, n)))
-        # Geometric token counts (mean preserved) give the heavy-ish spread real traces have.
-        ins.append(rng.geometric(1.0 / max(1.0, mean_in), n))
-        outs.append(rng.geometric(1.0 / max(1.0, mean_out), n))
-    arrival = np.concatenate(times) if times else np.zeros(0)
-    return Trace(
+        if rps <= 0 and has_traffic:
+            gap(a, b)
+        pieces.append((a, b, rps * rate_scale, mean_in, mean_out))
+    expected = sum((b - a) * r for a, b, r, _, _ in pieces)
+
+    def chunks() -> Iterator[Chunk]:
+        rng = np.random.default_rng(seed)
+        for a, b, rate, mean_in, mean_out in pieces:
+            edges = np.append(np.arange(a, b, CHUNK_S), b)
+            for c0, c1 in itertools.pairwise(edges):
+                if c1 <= c0:
+                    continue
+                n = int(rng.poisson(rate * (c1 - c0)))
+                times = np.sort(rng.uniform(c0, c1, n)) - lo
+                # Geometric token counts (mean preserved): the heavy-ish spread real
+                # traces have.
+                ins = rng.geometric(1.0 / max(1.0, mean_in), n).astype(np.int64)
+                outs = rng.geometric(1.0 / max(1.0, mean_out), n).astype(np.int64)
+                yield Chunk(times, ins, outs, np.zeros(n, dtype=np.int64))
+
+    return TraceStream(
         name=name,
-        arrival_s=(arrival - lo).astype(np.float64),
-        input_tokens=np.concatenate(ins).astype(np.int64) if ins else np.zeros(0, np.int64),
-        output_tokens=np.concatenate(outs).astype(np.int64) if outs else np.zeros(0, np.int64),
         duration_s=float(hi - lo),
+        gaps=tuple(gaps),
+        expected_requests=expected,
+        make=chunks,
     )

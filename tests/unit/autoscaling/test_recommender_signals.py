@@ -195,7 +195,12 @@ def test_the_simulator_feeds_prompt_rate_and_tpot_as_prometheus_would() -> None:
     assert steady
     for o in steady:
         # 500 prompt tokens per 100 output tokens, counted as prefills complete.
-        assert o.prompt_token_rate is not None and abs(o.prompt_token_rate - 1500) < 300
+        # The 1-minute window ends at the newest (15 s) scrape: compare with the prompt
+        # tokens that arrived in that window (prefills take ~70 ms).
+        assert o.sample_time is not None
+        arrived = (tr.arrival_s > o.sample_time - 60) & (tr.arrival_s <= o.sample_time)
+        expected = 500 * arrived.sum() / 60
+        assert o.prompt_token_rate is not None and abs(o.prompt_token_rate - expected) < 100
         assert o.token_rate is not None
         assert o.prompt_token_rate / o.token_rate == pytest.approx(5.0, rel=0.15)
         assert o.p99_tpot_seconds is not None and 0 < o.p99_tpot_seconds < setup.slo.tpot_s

@@ -75,11 +75,11 @@ def test_overload_queues_requests_and_ttft_grows() -> None:
 )
 def test_new_replica_serves_only_after_startup(gate: bool, first_traffic: float) -> None:
     # One replica saturated (batch 1); a second is created at the first decision (t=60).
-    params = ReplicaParams(max_batch=1)
+    params = ReplicaParams(max_batch=1, startup_sigma=0.0)
     tr = poisson(3.0, 400, out=20)
     policy = Fixed(1, then=2, at=60.0, gate=gate)
     result = engine.run(tr, policy, params=params, initial_replicas=1)
-    t_admit = tr.arrival_s + result.ttft - tr.input_tokens / params.prefill_tokens_per_s
+    t_admit = tr.arrival_s + result.ttft - params.prefill_s(tr.input_tokens)
     # Throughput of one replica caps admissions; with two, more requests start per second.
     before = (t_admit < first_traffic - 1).sum() / (first_traffic - 1)
     after = ((t_admit >= first_traffic + 1) & (t_admit < 400)).sum() / (400 - first_traffic - 1)
