@@ -47,10 +47,17 @@ class ReplicaParams:
 
 @dataclass(frozen=True)
 class Slo:
-    """LLM-style SLO: P99 time to first token and P99 time per output token."""
+    """LLM-style SLO: P99 time to first token and P99 time per output token. A request's
+    TTFT target may grow with its prompt: `ttft_s` + `ttft_per_1k_input_s` per 1,000
+    prompt tokens (0 = a fixed TTFT target)."""
 
     ttft_s: float = 2.0
     tpot_s: float = 0.1
+    ttft_per_1k_input_s: float = 0.0
+
+    def ttft_target(self, input_tokens: float) -> float:
+        """TTFT target of a request with `input_tokens` prompt tokens (works on arrays)."""
+        return self.ttft_s + self.ttft_per_1k_input_s * input_tokens / 1000.0
 
 
 def sustainable_request_rate(
@@ -68,7 +75,9 @@ def sustainable_request_rate(
 
     def feasible(rate: float) -> bool:
         u = rate * mean_input / params.prefill_tokens_per_s
-        if u > max_prefill_share or mean_input / params.prefill_tokens_per_s > slo.ttft_s:
+        if u > max_prefill_share or mean_input / params.prefill_tokens_per_s > slo.ttft_target(
+            mean_input
+        ):
             return False
         k = rate * max(0.0, mean_output - 1.0) / (1.0 - u)
         if k * params.itl_beta_s >= 1.0:
