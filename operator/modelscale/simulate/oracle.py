@@ -1,11 +1,13 @@
 """The offline oracle: perfect foresight of the whole trace, in the same replica model.
 
-Per 1-minute interval it finds the fewest warm replicas that keep that interval's P99 TTFT
-and P99 TPOT within the SLO: it starts from a fluid lower bound (the interval's request
-rate over what one replica sustains with that interval's token mix) and adds a replica to
-every interval that still misses the SLO in a replay (and to the one before, whose backlog
-it inherits), until every interval meets it or `max_rounds` is reached; then it tries to
-give one back everywhere and keeps only the ones a replay shows are needed. Each replica is
+Per 1-minute interval it looks for the fewest warm replicas that keep the run at the same
+target the policies are held to (at least 99 % of scored windows within the SLO): it
+starts from the fluid replica counts (the interval's request rate over what one replica
+sustains with that interval's token mix, `bound.fluid_replicas`) and adds a replica to
+every scored interval that still misses the SLO in a replay (and to the one before, whose
+backlog it inherits), until the target is met or `max_rounds` is reached; then it tries to
+give one back everywhere and keeps only the ones a replay shows are needed. It is a
+feasible schedule, not a lower bound: `bound.lower_bound` is the bound. Each replica is
 created L+W before it is needed, so it is warm on time, and is kept through a dip shorter
 than L+W, since stopping and restarting it would cost at least as much.
 """
@@ -17,35 +19,12 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from modelscale.simulate import engine, figures
+from modelscale.simulate import bound, engine, figures
 from modelscale.simulate.engine import View
-from modelscale.simulate.replica import ReplicaParams, Slo, sustainable_request_rate
+from modelscale.simulate.replica import ReplicaParams, Slo
 from modelscale.simulate.trace import Trace
 
 INTERVAL_S = figures.WINDOW_S
-
-
-def lower_bound(trace: Trace, *, params: ReplicaParams, slo: Slo) -> NDArray[np.int64]:
-    """Warm replicas each interval needs at least, by the fluid model."""
-    n = max(1, int(np.ceil(trace.duration_s / INTERVAL_S)))
-    idx = np.minimum((trace.arrival_s // INTERVAL_S).astype(np.int64), n - 1)
-    counts = np.bincount(idx, minlength=n).astype(np.float64)
-    ins = np.bincount(idx, weights=trace.input_tokens, minlength=n)
-    outs = np.bincount(idx, weights=trace.output_tokens, minlength=n)
-    need = np.ones(n, dtype=np.int64)
-    for w in range(n):
-        if counts[w] == 0:
-            continue
-        per_replica = sustainable_request_rate(
-            params,
-            mean_input=ins[w] / counts[w],
-            mean_output=outs[w] / counts[w],
-            slo=slo,
-            max_prefill_share=0.9,
-        )
-        rate = counts[w] / INTERVAL_S
-        need[w] = max(1, int(np.ceil(rate / max(per_replica, 1e-9))))
-    return need
 
 
 def schedule(need: NDArray[np.int64], *, horizon_s: float) -> list[tuple[float, float]]:
@@ -102,26 +81,46 @@ class OracleRun:
     result: engine.RunResult
     policy: Oracle
     rounds: int
-    meets_slo: bool
+    meets_slo: bool  # at least figures.TARGET_WINDOWS of the scored windows met the SLO
+    attainment: float
 
 
 def _replay(
-    trace: Trace, need: NDArray[np.int64], *, params: ReplicaParams, slo: Slo, dt: float
-) -> tuple[Oracle, engine.RunResult, NDArray[np.bool_]]:
+    trace: Trace,
+    need: NDArray[np.int64],
+    *,
+    params: ReplicaParams,
+    slo: Slo,
+    dt: float,
+    max_replicas: int,
+) -> tuple[Oracle, engine.RunResult, figures.WindowScores]:
     policy = Oracle(lives=schedule(need, horizon_s=params.horizon_s), dt=dt)
     result = engine.run(
-        trace, policy, params=params, initial_replicas=policy.replicas_at(0.0), dt=dt
+        trace,
+        policy,
+        params=params,
+        initial_replicas=policy.replicas_at(0.0),
+        max_replicas=max_replicas,
+        dt=dt,
     )
-    ok = figures.window_ok(trace, result, slo)[: need.size]
-    return policy, result, ok
+    return policy, result, figures.window_scores(trace, result, slo)
 
 
-def _bump(need: NDArray[np.int64], bad: NDArray[np.int64]) -> NDArray[np.int64]:
+def _meets(scores: figures.WindowScores) -> bool:
+    scored = int(scores.scored.sum())
+    failed = scored - int(scores.met.sum())
+    return scored > 0 and failed <= figures.allowed_failed_windows(scored)
+
+
+def _bump(
+    need: NDArray[np.int64], bad: NDArray[np.int64], *, max_replicas: int
+) -> NDArray[np.int64]:
     need = need.copy()
     need[bad] += 1
     prev = bad[bad > 0] - 1
     need[prev] = np.maximum(need[prev], need[prev + 1] - 1)
-    return need
+    out: NDArray[np.int64] = np.minimum(need, max_replicas)
+    return out
 
 
 def solve(
@@ -130,47 +129,59 @@ def solve(
     params: ReplicaParams,
     slo: Slo,
     dt: float = 0.5,
+    max_replicas: int = 256,
     max_rounds: int = 12,
     trim_rounds: int = 2,
+    skip: NDArray[np.bool_] | None = None,
 ) -> OracleRun:
-    """Repair upwards from the fluid lower bound until every interval meets the SLO, then
-    try to give back one replica in every interval (keeping it only where the replay says
-    it was needed), so the greedy repair's overshoot does not inflate the reference."""
-    need = lower_bound(trace, params=params, slo=slo)
+    """Repair upwards from the fluid replica counts until at least `TARGET_WINDOWS` of the
+    scored windows meet the SLO (the same target the policies are held to), then try to
+    give back one replica in every window, keeping it only where the replay says it was
+    needed. `skip` marks windows no replica count can serve (`bound.feasibility`): they
+    are never repaired. When `max_rounds` replays do not reach the target the best
+    schedule found is returned with `meets_slo` False; it is never reported as meeting."""
+    need = bound.fluid_replicas(trace, params=params, slo=slo, max_replicas=max_replicas)
+    hopeless = skip if skip is not None else np.zeros(need.size, dtype=bool)
     rounds = 0
-    best: tuple[NDArray[np.int64], Oracle, engine.RunResult] | None = None
 
-    def repair(need: NDArray[np.int64]) -> tuple[NDArray[np.int64], Oracle, engine.RunResult, bool]:
+    def repair(
+        need: NDArray[np.int64],
+    ) -> tuple[NDArray[np.int64], Oracle, engine.RunResult, figures.WindowScores]:
         nonlocal rounds
         while True:
             rounds += 1
-            policy, result, ok = _replay(trace, need, params=params, slo=slo, dt=dt)
-            bad = np.flatnonzero(~ok)
-            if bad.size == 0 or rounds >= max_rounds:
-                return need, policy, result, bad.size == 0
-            need = _bump(need, bad)
+            policy, result, scores = _replay(
+                trace, need, params=params, slo=slo, dt=dt, max_replicas=max_replicas
+            )
+            bad = np.flatnonzero(scores.scored & ~scores.met & ~hopeless[: need.size])
+            if _meets(scores) or rounds >= max_rounds:
+                return need, policy, result, scores
+            bumped = _bump(need, bad, max_replicas=max_replicas)
+            if np.array_equal(bumped, need):  # every bad window is at max_replicas
+                return need, policy, result, scores
+            need = bumped
 
-    need, policy, result, meets = repair(need)
-    if meets:
-        best = (need, policy, result)
+    need, policy, result, scores = repair(need)
+    if _meets(scores):
         for _ in range(trim_rounds):
             fewer = np.maximum(need - 1, 1)
             if np.array_equal(fewer, need):
                 break
             rounds += 1
-            _, _, ok = _replay(trace, fewer, params=params, slo=slo, dt=dt)
-            bad = np.flatnonzero(~ok)
+            _, _, s = _replay(
+                trace, fewer, params=params, slo=slo, dt=dt, max_replicas=max_replicas
+            )
+            bad = np.flatnonzero(s.scored & ~s.met)
             keep = np.zeros(need.size, dtype=bool)
             keep[bad] = True
             keep[bad[bad > 0] - 1] = True
             trial = np.where(keep, need, fewer)
             if np.array_equal(trial, need):
                 break
-            trial, policy, result, meets = repair(trial)
-            if not meets or result.replica_seconds >= best[2].replica_seconds:
+            t_need, t_policy, t_result, t_scores = repair(trial)
+            if not _meets(t_scores) or t_result.replica_seconds >= result.replica_seconds:
                 break
-            need = trial
-            best = (need, policy, result)
-        need, policy, result = best
-        meets = True
-    return OracleRun(need, result, policy, rounds, meets_slo=meets)
+            need, policy, result, scores = t_need, t_policy, t_result, t_scores
+    return OracleRun(
+        need, result, policy, rounds, meets_slo=_meets(scores), attainment=scores.attainment
+    )

@@ -1,28 +1,57 @@
-"""Run every policy on one trace with comparable settings; the CLI and the benchmark use it.
+"""Run every policy on one trace under the same conditions; the CLI and the benchmark use it.
 
-Every policy is configured from the same measured per-replica capacity: the output
-tokens/s one warm replica sustains within the SLO for the trace's request mix, found by a
-simulated load test (`loadtest.measure`), as a user would size a deployment. Token-rate
-policies get target = capacity x 0.8 (for ours, `headroom` = 0.8 on the same capacity);
-Knative gets the load test's concurrency as its container-concurrency target, with its
-own default utilisation 0.7. `scale` multiplies a baseline's target (and `headroom`
-replaces ours) for the sweep.
+Same conditions for all:
+
+* the same start: every policy (static excepted, which is its count) starts with the
+  replicas the trace's first minute needs by the fluid rate (`bound.initial_replicas`),
+  never the oracle's count, which knows the future;
+* the same sizing: peers are configured from one simulated load test of a warm replica
+  (`loadtest.measure`: the output tokens/s and concurrency it sustains within the SLO), as
+  a user sizes a deployment; token-rate peers target 0.8 x that capacity;
+* the same gate, in the policy-vs-policy table ("gated"): every peer is wrapped so its new
+  replicas take traffic only once warm, as ours and the oracle do. The system-vs-system
+  table ("as_deployed") runs peers as their users do: traffic from container-ready;
+* the same tuning budget: one multiplier per policy on its own target (`SWEEP`), the same
+  nine values for everyone.
+
+Ours at its defaults is what a user gets who gives only the SLO: `PolicyConfig` with the
+SLO fields and the API's default per-replica target, nothing from the load test. In the
+sweep its per-replica target is the load-tested capacity x the multiplier, like the peers'.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from modelscale.api.v1alpha1 import Targets
 from modelscale.autoscaling.types import PolicyConfig
-from modelscale.simulate import baselines, engine, figures, loadtest, oracle, ours
-from modelscale.simulate.engine import Policy, RunResult
+from modelscale.simulate import baselines, bound, engine, figures, loadtest, oracle, ours
+from modelscale.simulate.engine import Policy, RunResult, View
 from modelscale.simulate.figures import Figures
+from modelscale.simulate.oracle import OracleRun
 from modelscale.simulate.replica import ReplicaParams, Slo
 from modelscale.simulate.trace import Trace
 
-POLICIES = ("modelscale", "hpa", "keda", "knative-kpa", "aibrix-apa", "static-peak", "oracle")
+OURS = "modelscale"
+# Peers until simulate/peers.py (h5) provides PEER_NAMES / Sizing / build: `make_peer` is
+# the one place that constructs them.
+PEER_NAMES: tuple[str, ...] = ("hpa", "keda", "knative-kpa", "aibrix-apa")
+STATIC = "static-peak"
+ORACLE = "oracle"
+POLICIES = (OURS, *PEER_NAMES, STATIC, ORACLE)
 DEFAULT_UTILISATION = 0.8
 MAX_REPLICAS = 256
+# One sweep grid for everyone: a multiplier on each policy's own target.
+SWEEP = (0.5, 0.625, 0.75, 0.875, 1.0, 1.125, 1.25, 1.375, 1.5)
+TABLES = ("gated", "as_deployed")
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """What the load test of one warm replica measured, every peer's configuration input."""
+
+    tokens_per_s: float  # output tokens/s within the SLO
+    concurrency: float  # mean in-flight requests at that rate
 
 
 @dataclass
@@ -31,21 +60,37 @@ class Setup:
     params: ReplicaParams
     slo: Slo
     dt: float
-    capacity_tokens: float  # output tokens/s per warm replica within the SLO
-    capacity_concurrency: float
-    oracle: oracle.OracleRun
+    feasibility: bound.Feasibility
+    lower_bound: bound.LowerBound | None = None
+    sizing: Sizing = field(default_factory=lambda: Sizing(1.0, 1.0))
+    oracle: OracleRun | None = None
+    initial_replicas: int = 1
+    static_replicas: int = 0  # fewest constant replicas meeting the 99 % window target
     recommend: ours.RecommendFn | None = None
-    static_replicas: int = 0  # fewest constant replicas meeting the SLO in every window
 
     @property
-    def initial_replicas(self) -> int:
-        """Every policy starts with what the oracle runs at t=0: sized (and warm) for the
-        trace's first L+W seconds, as a service already running would be."""
-        return self.oracle.policy.replicas_at(0.0)
+    def capacity_tokens(self) -> float:
+        return self.sizing.tokens_per_s
 
     @property
-    def peak_replicas(self) -> int:
-        return int(self.oracle.need.max())
+    def oracle_run(self) -> OracleRun:
+        if self.oracle is None:
+            raise ValueError("the SLO is not attainable on this trace: nothing was scored")
+        return self.oracle
+
+
+class Gated:
+    """A peer behind modelscale's readiness gate: new replicas get traffic once warm."""
+
+    warmup_gate = True
+
+    def __init__(self, inner: Policy) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.interval_s = inner.interval_s
+
+    def decide(self, view: View) -> int:
+        return self.inner.decide(view)
 
 
 def prepare(
@@ -57,76 +102,123 @@ def prepare(
     seed: int = 0,
     recommend: ours.RecommendFn | None = None,
 ) -> Setup:
+    """Check the SLO is attainable, then size, bound and solve the oracle. When it is not
+    attainable the setup carries only the feasibility verdict (nothing is scored). Raises
+    `bound.InfeasibleCapacityError` when one replica cannot serve the mean request at all."""
     params = params or ReplicaParams()
     slo = slo or Slo()
-    cap = loadtest.measure(trace, params=params, slo=slo, seed=seed)
-    setup = Setup(
-        trace=trace,
-        params=params,
-        slo=slo,
-        dt=dt,
-        capacity_tokens=cap.output_tokens_per_s,
-        capacity_concurrency=cap.concurrency,
-        oracle=oracle.solve(trace, params=params, slo=slo, dt=dt),
-        recommend=recommend,
+    feas = bound.feasibility(trace, params=params, slo=slo)
+    setup = Setup(trace=trace, params=params, slo=slo, dt=dt, feasibility=feas)
+    if not feas.feasible:
+        return setup
+    setup.initial_replicas = bound.initial_replicas(
+        trace, params=params, slo=slo, max_replicas=MAX_REPLICAS
     )
+    cap = loadtest.measure(trace, params=params, slo=slo, seed=seed)
+    if cap.output_tokens_per_s <= 0:
+        raise bound.InfeasibleCapacityError(
+            "the load test found no rate at which one replica meets the SLO; "
+            "raise --slo-ttft, --slo-ttft-per-1k or --slo-tpot"
+        )
+    setup.sizing = Sizing(tokens_per_s=cap.output_tokens_per_s, concurrency=cap.concurrency)
+    setup.lower_bound = bound.lower_bound(trace, params=params, slo=slo)
+    setup.oracle = oracle.solve(
+        trace, params=params, slo=slo, dt=dt, max_replicas=MAX_REPLICAS, skip=feas.unattainable
+    )
+    setup.recommend = recommend
     setup.static_replicas = smallest_static(setup)
     return setup
 
 
+def _static_meets(setup: Setup, replicas: int) -> bool:
+    result = engine.run(
+        setup.trace,
+        baselines.StaticPeak(replicas=replicas),
+        params=setup.params,
+        initial_replicas=replicas,
+        max_replicas=MAX_REPLICAS,
+        dt=setup.dt,
+    )
+    scores = figures.window_scores(setup.trace, result, setup.slo)
+    return scores.attainment >= figures.TARGET_WINDOWS
+
+
 def smallest_static(setup: Setup) -> int:
-    """The constant replica count the trace's peak needs: the fewest (found by bisection,
-    up to the oracle's peak) that meet the SLO in every 1-minute window of the replay."""
-    lo, hi = 1, setup.peak_replicas
+    """The fewest constant replicas that meet the 99 % window target, found by doubling
+    from the fluid peak and then bisection (not capped at the oracle's peak); MAX_REPLICAS
+    when even that many do not."""
+    fluid = bound.fluid_replicas(
+        setup.trace, params=setup.params, slo=setup.slo, max_replicas=MAX_REPLICAS
+    )
+    hi = max(1, int(fluid.max()))
+    lo = 1
+    while not _static_meets(setup, hi):
+        if hi >= MAX_REPLICAS:
+            return MAX_REPLICAS
+        lo, hi = hi + 1, min(MAX_REPLICAS, 2 * hi)
     while lo < hi:
         mid = (lo + hi) // 2
-        result = engine.run(
-            setup.trace,
-            baselines.StaticPeak(replicas=mid),
-            params=setup.params,
-            initial_replicas=mid,
-            dt=setup.dt,
-        )
-        if figures.window_ok(setup.trace, result, setup.slo).all():
+        if _static_meets(setup, mid):
             hi = mid
         else:
             lo = mid + 1
     return lo
 
 
-def make_policy(
-    name: str, setup: Setup, *, scale: float = 1.0, headroom: float | None = None
-) -> Policy:
-    target = setup.capacity_tokens * DEFAULT_UTILISATION * scale
-    if name == "modelscale":
-        config = PolicyConfig(
-            min_replicas=1,
-            max_replicas=MAX_REPLICAS,
-            target_tokens_per_replica=setup.capacity_tokens * scale,
-            latency_slo_seconds=setup.slo.ttft_s,
-            headroom=headroom if headroom is not None else DEFAULT_UTILISATION,
-            default_horizon_seconds=setup.params.horizon_s,
-            tpot_slo_seconds=setup.slo.tpot_s,
-        )
-        return ours.Modelscale(config=config, params=setup.params, recommend=setup.recommend)
+def make_peer(name: str, *, sizing: Sizing, scale: float = 1.0) -> Policy:
+    """A peer as its users configure it from the load test; `scale` multiplies its
+    target (its one sweep knob)."""
+    target = sizing.tokens_per_s * DEFAULT_UTILISATION * scale
     if name == "hpa":
         return baselines.Hpa(target_per_pod=target)
     if name == "keda":
         return baselines.Keda(target_per_pod=target)
     if name == "knative-kpa":
-        return baselines.KnativeKpa(target_concurrency=setup.capacity_concurrency * scale)
+        return baselines.KnativeKpa(target_concurrency=sizing.concurrency * scale)
     if name == "aibrix-apa":
         return baselines.AibrixApa(target_per_pod=target)
-    if name == "static-peak":
+    raise ValueError(f"unknown peer {name!r}; choose from {', '.join(PEER_NAMES)}")
+
+
+def ours_config(setup: Setup, *, scale: float | None = None) -> PolicyConfig:
+    """Ours as configured by a user who gives only the SLO (scale None), or with its
+    per-replica target set to the load-tested capacity x `scale` (the sweep)."""
+    target = (
+        Targets().tokens_per_second_per_replica
+        if scale is None
+        else setup.sizing.tokens_per_s * scale
+    )
+    return PolicyConfig(
+        min_replicas=1,
+        max_replicas=MAX_REPLICAS,
+        target_tokens_per_replica=target,
+        latency_slo_seconds=setup.slo.ttft_s,
+        tpot_slo_seconds=setup.slo.tpot_s,
+    )
+
+
+def make_policy(
+    name: str, setup: Setup, *, scale: float | None = None, gated: bool = True
+) -> Policy:
+    """`name` at its default settings (scale None) or at sweep multiplier `scale`; peers
+    wrapped behind the readiness gate when `gated`."""
+    if name == OURS:
+        return ours.Modelscale(
+            config=ours_config(setup, scale=scale), params=setup.params, recommend=setup.recommend
+        )
+    if name in PEER_NAMES:
+        peer = make_peer(name, sizing=setup.sizing, scale=1.0 if scale is None else scale)
+        return Gated(peer) if gated else peer
+    if name == STATIC:
         return baselines.StaticPeak(replicas=setup.static_replicas)
-    if name == "oracle":
-        return setup.oracle.policy
+    if name == ORACLE:
+        return setup.oracle_run.policy
     raise ValueError(f"unknown policy {name!r}; choose from {', '.join(POLICIES)}")
 
 
 def run_policy(setup: Setup, policy: Policy) -> RunResult:
-    if policy.name == "oracle":
-        return setup.oracle.result
+    if policy.name == ORACLE:
+        return setup.oracle_run.result
     initial = setup.initial_replicas
     if isinstance(policy, baselines.StaticPeak):
         initial = policy.replicas
@@ -145,15 +237,94 @@ def evaluate(setup: Setup, result: RunResult) -> Figures:
         setup.trace,
         result,
         setup.slo,
-        oracle_replica_seconds=setup.oracle.result.replica_seconds,
+        oracle_replica_seconds=setup.oracle_run.result.replica_seconds,
     )
 
 
-def run_all(
+def run_tables(
     setup: Setup, names: tuple[str, ...] | list[str] = POLICIES
-) -> dict[str, tuple[RunResult, Figures]]:
-    out: dict[str, tuple[RunResult, Figures]] = {}
+) -> dict[str, dict[str, tuple[RunResult, Figures]]]:
+    """Both tables at default settings: {"gated": {policy: ...}, "as_deployed": {...}}.
+    Policies that are gated anyway (ours, static, oracle) run once and appear in both.
+    Empty tables when the SLO is not attainable."""
+    out: dict[str, dict[str, tuple[RunResult, Figures]]] = {t: {} for t in TABLES}
+    if not setup.feasibility.feasible:
+        return out
     for name in names:
-        result = run_policy(setup, make_policy(name, setup))
-        out[name] = (result, evaluate(setup, result))
+        for table in TABLES if name in PEER_NAMES else TABLES[:1]:
+            result = run_policy(setup, make_policy(name, setup, gated=table == "gated"))
+            out[table][name] = (result, evaluate(setup, result))
+        if name not in PEER_NAMES:
+            out["as_deployed"][name] = out["gated"][name]
+    return out
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    policy: str
+    table: str
+    scale: float
+    figures: Figures
+
+    @property
+    def setting(self) -> str:
+        return f"target x{self.scale:g}"
+
+
+def sweep_tasks(names: tuple[str, ...] | list[str] = POLICIES) -> list[tuple[str, str, float]]:
+    """(policy, table, multiplier) of every sweep run: each peer in both tables, ours once
+    (it is gated as deployed); static and the oracle have no multiplier."""
+    out: list[tuple[str, str, float]] = []
+    for name in names:
+        if name == OURS:
+            out += [(name, "gated", s) for s in SWEEP]
+        elif name in PEER_NAMES:
+            out += [(name, t, s) for t in TABLES for s in SWEEP]
+    return out
+
+
+def run_sweep_task(setup: Setup, task: tuple[str, str, float]) -> SweepPoint:
+    name, table, scale = task
+    policy = make_policy(name, setup, scale=scale, gated=table == "gated")
+    return SweepPoint(name, table, scale, evaluate(setup, run_policy(setup, policy)))
+
+
+def best_at_target(
+    setup: Setup,
+    points: list[SweepPoint],
+    defaults: dict[str, dict[str, tuple[RunResult, Figures]]],
+) -> dict[str, dict[str, dict[str, float | str | None]]]:
+    """Per table and policy, the cheapest sweep setting that meets the 99 % window target
+    (replica_seconds None when none does, with the best attainment reached). Static and
+    the oracle, which have no multiplier, enter at their one setting."""
+    out: dict[str, dict[str, dict[str, float | str | None]]] = {t: {} for t in TABLES}
+    for table in TABLES:
+        names = dict.fromkeys(
+            [p.policy for p in points if p.table == table or p.policy == OURS]
+            + [n for n in defaults[table] if n in (STATIC, ORACLE)]
+        )
+        for name in names:
+            cands = [
+                (p.setting, p.figures)
+                for p in points
+                if p.policy == name and (p.table == table or name == OURS)
+            ]
+            if name in (STATIC, ORACLE):
+                label = f"replicas {setup.static_replicas}" if name == STATIC else "schedule"
+                cands = [(label, defaults[table][name][1])]
+            ok = [c for c in cands if c[1].slo_attainment_windows >= figures.TARGET_WINDOWS]
+            if ok:
+                setting, f = min(ok, key=lambda c: c[1].replica_seconds)
+                out[table][name] = {
+                    "replica_seconds": f.replica_seconds,
+                    "slo_attainment_windows": f.slo_attainment_windows,
+                    "setting": setting,
+                }
+            else:
+                setting, f = max(cands, key=lambda c: c[1].slo_attainment_windows)
+                out[table][name] = {
+                    "replica_seconds": None,
+                    "slo_attainment_windows": f.slo_attainment_windows,
+                    "setting": setting,
+                }
     return out
