@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import logging
 import math
 import os
 import sys
@@ -78,15 +79,29 @@ _LOADED: Dynamo | None = None
 
 
 def _import_parts() -> Dynamo:
+    """Import the planner modules. The predictors module calls Dynamo's
+    `configure_dynamo_logging()` at import, which replaces the root logger's handlers
+    with Dynamo's own: the caller's logging setup is put back afterwards."""
     from importlib.metadata import version  # noqa: PLC0415
 
-    return Dynamo(
-        predictors=importlib.import_module("dynamo.planner.core.load.predictors"),
-        throughput=importlib.import_module("dynamo.planner.core.throughput_scaling"),
-        planner_config=importlib.import_module("dynamo.planner.config.planner_config"),
-        core_types=importlib.import_module("dynamo.planner.core.types"),
-        version=version("ai-dynamo"),
-    )
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        parts = Dynamo(
+            predictors=importlib.import_module("dynamo.planner.core.load.predictors"),
+            throughput=importlib.import_module("dynamo.planner.core.throughput_scaling"),
+            planner_config=importlib.import_module("dynamo.planner.config.planner_config"),
+            core_types=importlib.import_module("dynamo.planner.core.types"),
+            version=version("ai-dynamo"),
+        )
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+    # Per-tick INFO and advice about profiling the simulator does not use ("no AIC
+    # interpolation set"): errors only.
+    for name in ("dynamo", "prophet", "cmdstanpy"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    return parts
 
 
 def load() -> Dynamo:
