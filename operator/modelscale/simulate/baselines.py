@@ -1,27 +1,96 @@
-"""Peers' autoscalers, re-implemented from their documented algorithms and defaults.
+"""Peers' autoscalers, re-implemented from their source code and defaults.
 
-None of them has a warm-up gate: a pod gets traffic as soon as its container's readiness
-probe passes (after startup L), and serves cold until its warm-up W is over. The metrics
-they read come through the same simulated Prometheus (1 s scrapes, rate over 1 m), except
-Knative's, whose queue-proxies report concurrency every second.
+Each class cites the upstream file and function it follows (docs/peers.md has the versions
+and every deviation). None of them has a warm-up gate: a pod gets traffic as soon as its
+container's readiness probe passes (after startup L) and serves cold until its warm-up W
+is over. What a peer reads is a `Metric`: a function of the simulator's `View` returning
+the *sum over the pods that report it* of one per-pod series, as Prometheus (or the
+pods' own /metrics endpoints) would show it. Per-pod averages are taken by the peer, the
+way its upstream code takes them.
 """
 
 from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from modelscale.simulate.engine import View
+
+Metric = Callable[[View], float]
+
+
+# ------------------------------------------------------------------------------- metrics
+
+
+def output_token_rate(view: View) -> float:
+    """sum(rate(vllm:generation_tokens_total[1m])): output tokens/s over all pods."""
+    return view.token_rate()
+
+
+def output_token_rate_10s(view: View) -> float:
+    """Output tokens/s over the last 10 s: what a pod's own throughput gauge shows when it
+    is read directly (AIBrix fetches each pod's /metrics endpoint at its 10 s resync)."""
+    return view.token_rate(window_s=10.0)
+
+
+def _running(view: View) -> float:
+    method = getattr(view, "running_requests", None)
+    if callable(method):
+        return float(method())
+    # Fallback until the View reports it: everything in flight minus the gateway queue.
+    return max(0.0, view.concurrency(window_s=0.0) - view.queue_depth)
+
+
+def _waiting(view: View) -> float:
+    method = getattr(view, "waiting_requests", None)
+    if callable(method):
+        return float(method())
+    return float(view.queue_depth)
+
+
+def running_requests(view: View) -> float:
+    """sum(vllm:num_requests_running): sequences in the pods' running batches."""
+    return _running(view)
+
+
+def waiting_requests(view: View) -> float:
+    """sum(vllm:num_requests_waiting): requests queued for a batch slot."""
+    return _waiting(view)
+
+
+def in_flight_requests(view: View) -> float:
+    """sum(vllm:num_requests_running + vllm:num_requests_waiting)."""
+    return _running(view) + _waiting(view)
+
+
+def kv_cache_usage_sum(*, fallback_per_running: float) -> Metric:
+    """sum over pods of vllm:kv_cache_usage_perc (a 0..1 fraction per pod; AIBrix calls it
+    gpu_cache_usage_perc). Until the View reports KV use, it is estimated as
+    `fallback_per_running` x running sequences (the load test's KV use per sequence)."""
+
+    def metric(view: View) -> float:
+        method = getattr(view, "kv_cache_usage", None)
+        if callable(method):
+            # The View reports the mean fraction over the pods that serve.
+            return float(method()) * max(1, view.container_ready)
+        return fallback_per_running * _running(view)
+
+    return metric
+
+
+# ------------------------------------------------------------------------------- HPA
 
 
 @dataclass
 class _HpaBehavior:
     """The HPA v2 controller's post-processing of a raw recommendation (Kubernetes 1.34,
-    pkg/controller/podautoscaler/horizontal.go, default `behavior`): scale-up stabilisation
-    window 0 s, scale-down stabilisation window 300 s (the highest recommendation of the
-    last 300 s wins), scale-up limited to max(+4 pods, +100 %) per 15 s period, scale-down
-    limited to -100 % per 15 s."""
+    pkg/controller/podautoscaler/horizontal.go: `stabilizeRecommendationWithBehaviors`,
+    `convertDesiredReplicasWithBehaviorRate`, with the default `behavior` of
+    pkg/apis/autoscaling/v2/defaults.go): scale-up stabilisation window 0 s, scale-down
+    window 300 s (the highest recommendation of the last 300 s wins); scale-up limited to
+    max(+4 pods, +100 %) per 15 s period, scale-down to -100 % per 15 s."""
 
     down_window_s: float = 300.0
     up_window_s: float = 0.0
@@ -46,23 +115,35 @@ class _HpaBehavior:
 
 
 class Hpa:
-    """Kubernetes HorizontalPodAutoscaler (autoscaling/v2, Kubernetes 1.34) on a Pods metric:
-    output tokens/s per pod, served by prometheus-adapter from the same Prometheus.
+    """Kubernetes HorizontalPodAutoscaler (autoscaling/v2, Kubernetes 1.34) on a Pods
+    metric served by prometheus-adapter from the same Prometheus: by default output
+    tokens/s per pod; `metric` chooses another per-pod series (e.g. running requests).
 
-    Replica calculator (`calcPlainMetricReplicas`): 15 s sync; tolerance 0.1; the average
-    is taken over pods that have a metric. A pod still loading its model (before L) has no
-    metric: it is a *missing* pod, counted at 0 when scaling up and at the target when
-    scaling down, and a recommendation that flips direction through them is dropped. For a
-    non-CPU metric, readiness is not checked (`groupPods`), so a pod past L counts with its
-    (cold) metric. Then `_HpaBehavior` (stabilisation and rate limits).
+    Replica calculator (pkg/controller/podautoscaler/replica_calculator.go,
+    `calcPlainMetricReplicas` and `groupPods`): 15 s sync; tolerance 0.1 both ways; the
+    average is over pods that have a metric. A pod still loading its model (before L) is
+    not yet an endpoint, so it has no metric: it is *missing*, counted at 0 when scaling up
+    and at the target when scaling down, and a recommendation that flips direction
+    through them, or whose pod count does, is dropped. For a non-CPU metric readiness is
+    not checked, so a pod past L counts with its (cold) metric. Then `_HpaBehavior`.
     """
 
     interval_s = 15.0
     warmup_gate = False
 
-    def __init__(self, *, target_per_pod: float, tolerance: float = 0.1, name: str = "hpa") -> None:
+    def __init__(
+        self,
+        *,
+        target_per_pod: float,
+        metric: Metric = output_token_rate,
+        tolerance: float = 0.1,
+        name: str = "hpa",
+    ) -> None:
+        if target_per_pod <= 0:
+            raise ValueError(f"{name}: target per pod must be > 0, got {target_per_pod}")
         self.name = name
         self.target = target_per_pod
+        self.metric = metric
         self.tolerance = tolerance
         self.behavior = _HpaBehavior()
 
@@ -84,67 +165,94 @@ class Hpa:
             or (ratio > 1.0 > new_ratio)
         ):
             return current
-        return math.ceil(new_ratio * pods)
+        new = math.ceil(new_ratio * pods)
+        if (new_ratio < 1.0 and new > current) or (new_ratio > 1.0 and new < current):
+            return current  # the pod count, not the usage, would flip the direction
+        return new
 
     def decide(self, view: View) -> int:
         current = view.created
         raw = self.raw_recommendation(
-            total=view.token_rate(), current=current, with_metric=view.container_ready
+            total=self.metric(view), current=current, with_metric=view.container_ready
         )
         return self.behavior.apply(now=view.now, raw=raw, current=current)
 
 
-class Keda:
-    """KEDA 2.x Prometheus scaler feeding an HPA External metric of type AverageValue.
+# ------------------------------------------------------------------------------- KEDA
 
-    KEDA queries Prometheus (`sum(rate(output tokens[1m]))`) every `pollingInterval`
-    = 30 s and the HPA reads that value at its 15 s sync. For an AverageValue External
-    metric the HPA (`GetExternalPerPodMetricReplicas`) divides by `status.replicas`, which
-    counts pods still loading: usage = ceil(value / status.replicas); if |1 - usage/target|
-    > 0.1 the recommendation is ceil(value / target), else unchanged. Then the same HPA
-    behaviour (300 s scale-down stabilisation, max(+4, +100 %) per 15 s). KEDA's cooldown
-    (300 s) only applies to 1 -> 0, which we never do (min 1).
+
+class Keda:
+    """KEDA 2.x Prometheus scaler feeding an HPA External metric of type AverageValue
+    (KEDA's default metric type for the Prometheus trigger).
+
+    The HPA asks KEDA's metrics server at each 15 s sync, and KEDA answers with a fresh
+    Prometheus query: `useCachedMetrics` defaults to false, and then
+    pkg/scaling/scale_handler.go (`GetScaledObjectMetrics`) calls the scaler directly
+    instead of reading the value its `pollingInterval` loop cached (kedacore/keda main,
+    2.21 development line). The polling interval only drives activation (0 <-> 1), which
+    we never use (min 1). `metric` is the query's value: by default
+    `sum(rate(output tokens[1m]))`.
+
+    The HPA then runs `GetExternalPerPodMetricReplicas` (replica_calculator.go): usage
+    ratio = value / (target x status.replicas), where status.replicas counts pods still
+    loading; if |1 - ratio| > 0.1 the recommendation is ceil(value / target), else
+    unchanged. Then the same HPA behaviour as `Hpa`.
     """
 
     interval_s = 15.0
     warmup_gate = False
 
     def __init__(
-        self, *, target_per_pod: float, polling_s: float = 30.0, tolerance: float = 0.1
+        self,
+        *,
+        target_per_pod: float,
+        metric: Metric = output_token_rate,
+        tolerance: float = 0.1,
+        name: str = "keda",
     ) -> None:
-        self.name = "keda"
+        if target_per_pod <= 0:
+            raise ValueError(f"{name}: threshold must be > 0, got {target_per_pod}")
+        self.name = name
         self.target = target_per_pod
-        self.polling_s = polling_s
+        self.metric = metric
         self.tolerance = tolerance
         self.behavior = _HpaBehavior()
-        self._value = 0.0
-        self._polled_at = -math.inf
 
     def decide(self, view: View) -> int:
-        if view.now - self._polled_at >= self.polling_s - 1e-9:
-            self._value = view.token_rate()
-            self._polled_at = view.now
-        raw = self.raw_recommendation(value=self._value, status_replicas=max(1, view.created))
+        raw = self.raw_recommendation(value=self.metric(view), status_replicas=view.created)
         return self.behavior.apply(now=view.now, raw=raw, current=view.created)
 
     def raw_recommendation(self, *, value: float, status_replicas: int) -> int:
-        usage = math.ceil(value / status_replicas)
-        if abs(1.0 - usage / self.target) <= self.tolerance:
-            return status_replicas
+        replicas = max(1, status_replicas)
+        ratio = value / (self.target * replicas)
+        if abs(1.0 - ratio) <= self.tolerance:
+            return replicas
         return max(1, math.ceil(value / self.target))
 
 
-class KnativeKpa:
-    """Knative Serving KPA (v1.16, pkg/autoscaler/scaling/autoscaler.go) on concurrency,
-    its native metric: in-flight requests per pod as the queue-proxy (and the activator,
-    for requests queued in front of the pods) report them each second.
+# ------------------------------------------------------------------------------- Knative
 
-    Every 2 s: stable average over 60 s, panic average over 6 s; per-pod target =
-    container-concurrency target x target utilisation 0.7. desired = ceil(average / target),
-    bounded by max scale-up rate 1000 x ready pods and max scale-down rate 2 (no lower than
-    ready / 2). Panic starts when the panic desired count / ready pods >= 2.0; while
-    panicking the count never goes down, and panic ends 60 s after the last time it was
-    above the threshold. Ready pods are those whose container passed its probe (at least 1).
+
+class KnativeKpa:
+    """Knative Serving KPA (knative/serving main after v1.23,
+    pkg/autoscaler/scaling/autoscaler.go: `newAutoscaler` and `Scale`) on concurrency,
+    its native metric: in-flight requests per pod as the queue-proxies (and the
+    activator, for requests queued in front of the pods) report them each second.
+
+    Every 2 s (tick interval): stable average over 60 s, panic average over 6 s (10 %);
+    per-pod target = container-concurrency target x target utilisation 0.7.
+    desired = ceil(average / target), bounded by max scale-up rate 1000 x ready pods and
+    max scale-down rate 2 (no lower than ready / 2). Panic starts when the panic desired
+    count / ready pods >= 2.0, and each tick still over the threshold moves the panic
+    time to now; while panicking the count never goes down; panic ends once the panic
+    time is more than 60 s old and the tick is not over the threshold. Ready pods are
+    those whose container passed its probe (at least 1).
+
+    A fresh autoscaler (`newAutoscaler`) starts *in panic mode* when more than one pod is
+    ready, holding at least that many ("we lose metric history on restart, keep at least
+    the current scale until we accumulate enough data"). The simulator's replay is such
+    a start: metric history begins at `started_at` (the replay's t = 0), so the first
+    decision comes in panic mode with max panic pods = the ready count.
     """
 
     interval_s = 2.0
@@ -160,23 +268,37 @@ class KnativeKpa:
         panic_threshold: float = 2.0,
         max_scale_up_rate: float = 1000.0,
         max_scale_down_rate: float = 2.0,
+        started_at: float = 0.0,
+        name: str = "knative-kpa",
     ) -> None:
-        self.name = "knative-kpa"
+        if target_concurrency <= 0:
+            raise ValueError(f"{name}: target concurrency must be > 0, got {target_concurrency}")
+        self.name = name
         self.target = target_concurrency * utilization
         self.stable_window_s = stable_window_s
         self.panic_window_s = stable_window_s * panic_window_pct / 100.0
         self.panic_threshold = panic_threshold
         self.max_up = max_scale_up_rate
         self.max_down = max_scale_down_rate
-        self.panic_since: float | None = None
-        self.last_over: float = -math.inf
+        self.started_at = started_at
+        self._created = False
+        self.panic_time: float | None = None
         self.max_panic_pods = 0
 
     @property
     def panicking(self) -> bool:
-        return self.panic_since is not None
+        return self.panic_time is not None
+
+    def _create(self, ready: int) -> None:
+        """`newAutoscaler`: panic from the start if more than one pod is ready."""
+        self._created = True
+        if ready > 1:
+            self.panic_time = self.started_at
+        self.max_panic_pods = ready
 
     def decide(self, view: View) -> int:
+        if not self._created:
+            self._create(view.container_ready)
         ready = max(1, view.container_ready)
         stable = view.concurrency(window_s=self.stable_window_s)
         panic = view.concurrency(window_s=self.panic_window_s)
@@ -188,31 +310,39 @@ class KnativeKpa:
         desired_panic = min(max(dppc, max_down), max_up)
         over = dppc / ready >= self.panic_threshold
         if over:
-            self.last_over = view.now
-            if self.panic_since is None:
-                self.panic_since = view.now
-        elif self.panic_since is not None and view.now - self.last_over > self.stable_window_s:
-            self.panic_since = None
+            self.panic_time = view.now  # begin panicking, or extend the panic
+        elif self.panic_time is not None and self.panic_time + self.stable_window_s < view.now:
+            self.panic_time = None
             self.max_panic_pods = 0
-        if self.panic_since is not None:
+        desired = desired_stable
+        if self.panic_time is not None:
             # Provision for the larger of the two windows; never lower while panicking.
-            self.max_panic_pods = max(self.max_panic_pods, desired_stable, desired_panic)
-            return max(1, self.max_panic_pods)
-        return max(1, desired_stable)
+            desired = max(desired, desired_panic)
+            self.max_panic_pods = max(self.max_panic_pods, desired)
+            desired = self.max_panic_pods
+        return max(1, desired)
+
+
+# ------------------------------------------------------------------------------- AIBrix
 
 
 class AibrixApa:
-    """AIBrix APA (vllm-project/aibrix main, 2025: pkg/controller/podautoscaler/
-    algorithm/apa.go and autoscaler.go) on output tokens/s per pod, averaged over the 60 s
-    metric window across ready pods, evaluated every 10 s (resync).
+    """AIBrix APA (vllm-project/aibrix main at e3e10f9, v0.7.0+156, Aug 2026).
 
-    `computeTargetReplicas`: if use/target > 1 + 0.1: ceil(current x use/target), capped at
-    ceil(2 x current); if use/target < 1 - 0.1: the same formula, floored at
-    floor(current / 2); else unchanged. `applyPendingReplicaGuard`: while some replicas
-    are not ready, a scale-up uses use x ready / current (pending pods count as missing
-    metrics) and a scale-down counts pending pods at the target, each bounded between the
-    current count and the raw recommendation. A scale-down is held until 300 s have
-    passed since the last scaling action (scale-down cooldown).
+    Every 10 s (`DefaultResyncInterval`, pkg/controller/podautoscaler/
+    podautoscaler_controller.go) the controller reads each pod's metric from the pod's
+    own /metrics endpoint (metrics/collector.go `collectFromPods`: pods that answer, i.e.
+    whose container is ready), records their mean into a 180 s stable window
+    (metrics/client.go: `DefaultStableWindowDuration`; `UpdateMetrics` records the
+    per-snapshot mean, `GetMetricValue` averages the window) and runs
+    `computeTargetReplicas` (algorithm/apa.go) on that average: if use/target > 1 + 0.1,
+    ceil(current x use/target) capped at ceil(2 x current); if < 1 - 0.1, the same formula
+    floored at floor(current / 2); else unchanged. The controller then applies
+    `stabilizeRecommendation`: every recommendation is kept for the larger of the
+    scale-up (0 s) and scale-down (300 s) windows; a scale-up takes the *highest*
+    recommendation of the scale-up window, a scale-down the *lowest* of the 300 s
+    scale-down window (so it does not delay a scale-down; it repeats the lowest recent
+    one), and no change returns the current count.
     """
 
     interval_s = 10.0
@@ -222,20 +352,27 @@ class AibrixApa:
         self,
         *,
         target_per_pod: float,
+        metric: Metric = output_token_rate_10s,
         up_tolerance: float = 0.1,
         down_tolerance: float = 0.1,
         max_scale_up_rate: float = 2.0,
         max_scale_down_rate: float = 2.0,
-        scale_down_cooldown_s: float = 300.0,
-        window_s: float = 60.0,
+        scale_up_window_s: float = 0.0,
+        scale_down_window_s: float = 300.0,
+        window_s: float = 180.0,
+        name: str = "aibrix-apa",
     ) -> None:
-        self.name = "aibrix-apa"
+        if target_per_pod <= 0:
+            raise ValueError(f"{name}: targetValue must be > 0, got {target_per_pod}")
+        self.name = name
         self.target = target_per_pod
+        self.metric = metric
         self.up_tol, self.down_tol = up_tolerance, down_tolerance
         self.up_rate, self.down_rate = max_scale_up_rate, max_scale_down_rate
-        self.cooldown_s = scale_down_cooldown_s
+        self.up_window_s, self.down_window_s = scale_up_window_s, scale_down_window_s
         self.window_s = window_s
-        self.last_scale = -math.inf
+        self.samples: deque[tuple[float, float]] = deque()
+        self.recommendations: deque[tuple[float, int]] = deque()
 
     def compute(self, *, current: int, use_per_pod: float) -> int:
         ratio = use_per_pod / self.target
@@ -245,29 +382,41 @@ class AibrixApa:
             return max(math.ceil(current * ratio), math.floor(current / self.down_rate))
         return current
 
-    def guard_pending(self, *, raw: int, current: int, ready: int, use_per_pod: float) -> int:
-        pending = current - ready
-        if pending <= 0 or raw == current or current <= 0:
-            return raw
-        if raw > current:
-            adjusted = use_per_pod * ready / current
-            return min(max(math.ceil(current * adjusted / self.target), current), raw)
-        adjusted = (use_per_pod * ready + self.target * pending) / current
-        return max(min(math.ceil(current * adjusted / self.target), current), raw)
+    def observe(self, *, now: float, total: float, pods: int) -> float | None:
+        """Record one snapshot (mean over the pods that answered) and return the stable
+        window's average, or None when no snapshot is in the window."""
+        if pods > 0:
+            self.samples.append((now, total / pods))
+        while self.samples and self.samples[0][0] <= now - self.window_s:
+            self.samples.popleft()
+        if not self.samples:
+            return None
+        return sum(v for _, v in self.samples) / len(self.samples)
+
+    def stabilize(self, *, now: float, recommendation: int, current: int) -> int:
+        self.recommendations.append((now, recommendation))
+        horizon = max(self.up_window_s, self.down_window_s)
+        while self.recommendations and self.recommendations[0][0] <= now - horizon:
+            self.recommendations.popleft()
+        if recommendation > current:
+            window = [r for t, r in self.recommendations if t > now - self.up_window_s]
+            return max(window, default=recommendation)
+        if recommendation < current:
+            window = [r for t, r in self.recommendations if t > now - self.down_window_s]
+            return min(window, default=recommendation)
+        return current
 
     def decide(self, view: View) -> int:
         current = view.created
         ready = min(view.container_ready, current)
-        if ready == 0:
-            return current
-        use = view.token_rate(window_s=self.window_s) / ready
+        use = self.observe(now=view.now, total=self.metric(view) if ready else 0.0, pods=ready)
+        if use is None:
+            return current  # no metrics: the controller reports an error and holds
         raw = self.compute(current=current, use_per_pod=use)
-        want = max(1, self.guard_pending(raw=raw, current=current, ready=ready, use_per_pod=use))
-        if want < current and view.now - self.last_scale < self.cooldown_s:
-            return current
-        if want != current:
-            self.last_scale = view.now
-        return want
+        return max(1, self.stabilize(now=view.now, recommendation=raw, current=current))
+
+
+# ------------------------------------------------------------------------------- static
 
 
 class StaticPeak:

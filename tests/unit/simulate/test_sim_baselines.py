@@ -89,11 +89,11 @@ def test_keda_divides_by_all_replicas_including_loading_ones(
     assert keda.raw_recommendation(value=value, status_replicas=status_replicas) == expected
 
 
-def test_keda_polls_every_30_seconds() -> None:
+def test_keda_requeries_the_metric_at_every_hpa_sync() -> None:
+    # useCachedMetrics defaults to false: each 15 s HPA sync gets a fresh query.
     keda = baselines.Keda(target_per_pod=100)
     assert decide(keda, now=0, rate=400) == 4
-    assert decide(keda, now=15, rate=4000) == 4  # cached value from t=0
-    assert decide(keda, now=30, rate=4000) == 8
+    assert decide(keda, now=15, rate=4000) == 8  # +100 % per 15 s, not a 30 s old value
 
 
 # ---------------------------------------------------------------- Knative KPA
@@ -121,10 +121,26 @@ def test_kpa_panics_on_a_burst_and_does_not_scale_down_while_panicking() -> None
 )
 def test_kpa_stable_mode(ready: int, stable: float, expected: int) -> None:
     kpa = baselines.KnativeKpa(target_concurrency=10)
-    assert (
-        decide(kpa, created=ready, container_ready=ready, conc_stable=stable, conc_panic=stable)
-        == expected
-    )
+    # Long after the start-up panic (see below) has ended.
+    view = {"now": 1000, "created": ready, "container_ready": ready}
+    assert decide(kpa, **view, conc_stable=stable, conc_panic=stable) == expected
+
+
+def test_kpa_fresh_autoscaler_starts_in_panic_and_keeps_the_ready_pods() -> None:
+    # newAutoscaler: more than one ready pod -> panic from creation (t=0), max panic pods
+    # = ready pods; it lets go once the panic time is more than 60 s old.
+    kpa = baselines.KnativeKpa(target_concurrency=10)
+    low = {"created": 8, "container_ready": 8, "conc_stable": 7.0, "conc_panic": 7.0}
+    assert decide(kpa, now=60, **low) == 8
+    assert kpa.panicking
+    assert decide(kpa, now=62, **low) == 4
+    assert not kpa.panicking
+
+
+def test_kpa_fresh_autoscaler_with_one_pod_starts_stable() -> None:
+    kpa = baselines.KnativeKpa(target_concurrency=10)
+    assert decide(kpa, now=60, created=1, container_ready=1, conc_stable=3, conc_panic=3) == 1
+    assert not kpa.panicking
 
 
 # ---------------------------------------------------------------- AIBrix APA
@@ -146,18 +162,41 @@ def test_apa_rate_limits_and_tolerance(current: int, use: float, expected: int) 
     assert apa.compute(current=current, use_per_pod=use) == expected
 
 
-def test_apa_scale_down_waits_for_the_cooldown() -> None:
+def test_apa_averages_its_snapshots_over_the_180_s_window() -> None:
     apa = baselines.AibrixApa(target_per_pod=100)
-    assert decide(apa, now=0, rate=4 * 300) == 8  # scale up, cooldown starts
-    assert decide(apa, now=100, created=8, container_ready=8, rate=8 * 10) == 8
-    assert decide(apa, now=301, created=8, container_ready=8, rate=8 * 10) == 4
+    # Snapshots every 10 s at 100 per pod (4 ready pods): on target, no change.
+    assert {decide(apa, now=t, rate=400) for t in range(0, 180, 10)} == {4}
+    # A burst to 400 per pod: the window (10..180 s) averages 17 x 100 + 400 over 18
+    # snapshots = 116.7 per pod, 1.17x the target -> ceil(4 x 1.17) = 5, not 8.
+    assert decide(apa, now=180, rate=1600) == 5
 
 
-def test_apa_pending_replicas_count_as_missing_metrics_when_scaling_up() -> None:
+def test_apa_scale_down_takes_the_lowest_recommendation_of_the_window() -> None:
+    # AIBrix's stabilizeRecommendation picks the *minimum* recommendation of the last
+    # 300 s on a scale-down: it does not delay scaling down, and repeats the lowest.
+    apa = baselines.AibrixApa(target_per_pod=100, window_s=10)  # one snapshot per window
+    eight = {"created": 8, "container_ready": 8}
+    assert decide(apa, now=0, **eight, rate=8 * 50) == 4  # 0.5x: ceil(8 x 0.5) = 4
+    assert decide(apa, now=10, **eight, rate=8 * 75) == 4  # raw 6; min(4, 6) = 4
+    assert decide(apa, now=301, **eight, rate=8 * 75) == 6  # the 4 has left the window
+
+
+def test_apa_scale_up_is_not_stabilised() -> None:
+    apa = baselines.AibrixApa(target_per_pod=100, window_s=10)
+    assert decide(apa, now=0, rate=4 * 50) == 2
+    assert decide(apa, now=10, rate=4 * 150) == 6
+
+
+def test_apa_counts_only_pods_that_answer() -> None:
+    # 8 created, 4 ready at 300 tok/s each: the mean over the 4 that answer is 300,
+    # 3x the target -> ceil(8 x 3) = 24, capped at 2 x 8 = 16.
     apa = baselines.AibrixApa(target_per_pod=100)
-    # 8 created, 4 ready at 300 tok/s each: raw says 16 (capped 2x); the guard uses
-    # 300 x 4/8 = 150 per pod -> 12.
-    assert decide(apa, created=8, container_ready=4, rate=1200) == 12
+    assert decide(apa, created=8, container_ready=4, rate=1200) == 16
+
+
+def test_apa_holds_without_any_metric() -> None:
+    apa = baselines.AibrixApa(target_per_pod=100)
+    assert decide(apa, created=3, container_ready=0, rate=0) == 3
 
 
 def test_static_peak_never_changes() -> None:
