@@ -14,7 +14,7 @@ import urllib.error
 from collections.abc import Iterator
 
 from harness import topology as topo
-from harness.cluster import certs, components, network, prometheus
+from harness.cluster import certs, components, network, prometheus, state
 from harness.cluster.processes import (
     KILL_WAIT,
     REAP_WAIT,
@@ -27,29 +27,12 @@ from harness.cluster.processes import (
     wait_ports_free,
     wait_reaped,
 )
-from harness.cluster.state import (
-    COMPONENTS,
-    ENV_FILE,
-    ETCD_DATA,
-    FINGERPRINT,
-    LOCK,
-    LOGS,
-    PIDS,
-    PODS,
-    PORTS,
-    PROM_DATA,
-    SESSION_STARTED,
-    USERS,
-    ClusterError,
-    ClusterInfo,
-    info,
-    log,
-)
+from harness.cluster.state import ClusterError, ClusterInfo, info, log
 
 
 def running() -> bool:
     """True when every component recorded in .cluster/pids is alive and the API answers."""
-    if any(recorded_pid(c) is None for c in COMPONENTS):
+    if any(recorded_pid(c) is None for c in state.COMPONENTS):
         return False
     try:
         return bool(components.api_get("/readyz", timeout=2) == "ok")
@@ -66,7 +49,7 @@ def check_root() -> None:
 
 
 def check_ports() -> None:
-    busy = [p for p in PORTS if port_open(p)]
+    busy = [p for p in state.PORTS if port_open(p)]
     if busy:
         raise ClusterError(f"ports {busy} are in use by another process (see `ss -ltnp`)")
 
@@ -77,25 +60,25 @@ def up() -> ClusterInfo:
     if running():
         log("cluster already running")
         return info()
-    if any(recorded_pid(c) is not None for c in COMPONENTS):
+    if any(recorded_pid(c) is not None for c in state.COMPONENTS):
         log("a partial cluster is running: stopping it first")
     down(quiet=True)
     components.ensure_binaries()
     prometheus.ensure_prometheus()
     check_ports()
     topo.STATE.mkdir(parents=True, exist_ok=True)
-    if LOGS.exists():  # keep the previous run's logs for post-mortems
+    if state.LOGS.exists():  # keep the previous run's logs for post-mortems
         prev = topo.STATE / "logs.prev"
         shutil.rmtree(prev, ignore_errors=True)
-        LOGS.rename(prev)
+        state.LOGS.rename(prev)
     started = time.monotonic()
     try:
         _start_all()
     except BaseException:
         down(quiet=True)  # no half cluster left behind; logs stay for the post-mortem
         raise
-    FINGERPRINT.write_text(fingerprint() + "\n")
-    ENV_FILE.write_text(
+    state.FINGERPRINT.write_text(fingerprint() + "\n")
+    state.ENV_FILE.write_text(
         f"KUBECONFIG={topo.kubeconfig_path()}\nPROMETHEUS_URL={topo.prometheus_url()}\n"
     )
     log(f"cluster up in {time.monotonic() - started:.1f} s")
@@ -125,21 +108,22 @@ def down(*, quiet: bool = False) -> None:
     once every process it stopped has exited and is reaped, and the fixed ports are free,
     so an `up` right after cannot meet a busy port (what is still there is logged, and
     `leftovers` reports it)."""
-    sessions = [pid for c in COMPONENTS if (pid := recorded_pid(c)) is not None]
+    sessions = [pid for c in state.COMPONENTS if (pid := recorded_pid(c)) is not None]
     pods = _pod_processes()
     left: list[int] = []
-    for name in COMPONENTS:
+    for name in state.COMPONENTS:
         left += stop(name, grace=15.0 if name == "kubelet" else 10.0)
     # Safety net for pod processes the runtime could not stop (it records their pids).
     for pid in pods:
         left += kill_session(pid, grace=2.0)
     killed = network.teardown_network()
     left = wait_reaped(pids=[*left, *killed], sessions=[*sessions, *pods], timeout=REAP_WAIT)
-    busy = wait_ports_free((*PORTS, topo.KUBELET_PORT), timeout=KILL_WAIT)
-    for d in (ETCD_DATA, PROM_DATA, PODS, PIDS, prometheus.SD_FILE.parent, USERS):
+    busy = wait_ports_free((*state.PORTS, topo.KUBELET_PORT), timeout=KILL_WAIT)
+    data = (state.ETCD_DATA, state.PROM_DATA, state.PODS, state.PIDS, state.USERS)
+    for d in (*data, prometheus.SD_FILE.parent):
         shutil.rmtree(d, ignore_errors=True)
-    ENV_FILE.unlink(missing_ok=True)
-    SESSION_STARTED.unlink(missing_ok=True)
+    state.ENV_FILE.unlink(missing_ok=True)
+    state.SESSION_STARTED.unlink(missing_ok=True)
     if left or busy:
         log(f"down: still there: processes {left}, ports {busy}")
     if not quiet:
@@ -151,7 +135,7 @@ def _pod_processes() -> list[int]:
     that are still alive in their pod's network namespace; the namespace check keeps a
     pid reused by an unrelated process out of reach."""
     found = []
-    for pid_file in PODS.glob("*/*.pid") if PODS.exists() else []:
+    for pid_file in state.PODS.glob("*/*.pid") if state.PODS.exists() else []:
         netns = topo.POD_NETNS_PREFIX + pid_file.parent.name.rpartition("_")[2]
         with contextlib.suppress(ValueError, OSError):
             pid = int(pid_file.read_text().split()[0])
@@ -167,10 +151,10 @@ def leftovers() -> list[str]:
     found += [f"link {n.host_veth}" for n in topo.NODES if network.link_exists(n.host_veth)]
     if network.link_exists(topo.HOST_IFACE):
         found.append(f"link {topo.HOST_IFACE}")
-    for port in (*PORTS, topo.KUBELET_PORT):
+    for port in (*state.PORTS, topo.KUBELET_PORT):
         if port_open(port):
             found.append(f"port {port}")
-    found += [f"process {c}" for c in COMPONENTS if recorded_pid(c) is not None]
+    found += [f"process {c}" for c in state.COMPONENTS if recorded_pid(c) is not None]
     return found
 
 
@@ -189,7 +173,7 @@ def fingerprint() -> str:
 
 def running_fingerprint() -> str:
     try:
-        return FINGERPRINT.read_text().strip()
+        return state.FINGERPRINT.read_text().strip()
     except OSError:
         return ""
 
@@ -199,15 +183,15 @@ def locked() -> Iterator[None]:
     """Serialise up/down between concurrent callers (several pytest sessions share it)."""
     # Machine-wide (netns names and ports are), and outside .cluster/ so that removing
     # the state directory cannot split the lock.
-    LOCK.parent.mkdir(parents=True, exist_ok=True)
-    with LOCK.open("w") as fh:
+    state.LOCK.parent.mkdir(parents=True, exist_ok=True)
+    with state.LOCK.open("w") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         yield
 
 
 def other_users() -> list[int]:
     users = []
-    for f in USERS.glob("*") if USERS.exists() else []:
+    for f in state.USERS.glob("*") if state.USERS.exists() else []:
         pid = int(f.name) if f.name.isdigit() else -1
         if pid != os.getpid() and pid > 0 and alive(pid):
             users.append(pid)
@@ -229,14 +213,14 @@ def session() -> Iterator[ClusterInfo]:
             down(quiet=True)
         if not running():
             up()
-            SESSION_STARTED.touch()  # the last session out takes it down
+            state.SESSION_STARTED.touch()  # the last session out takes it down
         ci = info()
-        USERS.mkdir(parents=True, exist_ok=True)
-        (USERS / str(os.getpid())).touch()
+        state.USERS.mkdir(parents=True, exist_ok=True)
+        (state.USERS / str(os.getpid())).touch()
     try:
         yield ci
     finally:
         with locked():
-            (USERS / str(os.getpid())).unlink(missing_ok=True)
-            if SESSION_STARTED.exists() and not other_users():
+            (state.USERS / str(os.getpid())).unlink(missing_ok=True)
+            if state.SESSION_STARTED.exists() and not other_users():
                 down()

@@ -283,9 +283,12 @@ class PodWorker:
     # ---- status
     def desired_status(self, pod: dict[str, Any]) -> dict[str, Any]:
         return pod_status.desired(
-            pod=pod, containers=self.containers, node=self.node, ip=self.ip,
+            pod=pod,
+            containers=self.containers,
+            node=self.node,
+            ip=self.ip,
             start_time=self.start_time,
-        )  # fmt: skip
+        )
 
     def _report(self, pod: dict[str, Any]) -> None:
         status = self.desired_status(pod)
