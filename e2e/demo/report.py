@@ -268,7 +268,15 @@ def row_cells(row: Row, *, slo_p99_s: float) -> tuple[str, ...]:
     )
 
 
-COLUMNS = ("time", "offered tok/s", "forecast tok/s", "desired/ready/warmed", "P99 s", "reason")
+# Two-line headers keep the table within 80 columns.
+COLUMNS = (
+    "time",
+    "offered\ntok/s",
+    "forecast\ntok/s",
+    "replicas\ndes/rdy/wrm",
+    "P99 (s)\nvs SLO",
+    "last\ndecision",
+)
 
 
 # --------------------------------------------------------------------------- figure

@@ -31,6 +31,7 @@ from typing import Any, TextIO
 
 from kubernetes import client
 from kubernetes import config as kube_config
+from rich import box
 from rich.console import Console
 from rich.live import Live as RichLive
 from rich.table import Table
@@ -290,13 +291,19 @@ class Live:
         if self.tty:
             self._live = RichLive(console=Console(file=out), refresh_per_second=2)
         else:
-            print("  ".join(report.COLUMNS), file=out, flush=True)
+            print("  ".join(c.replace("\n", " ") for c in report.COLUMNS), file=out, flush=True)
         self.out = out
 
     def _table(self, footer: str) -> Any:
-        table = Table(title=f"modelscale demo: {NAMESPACE}/{NAME}", caption=footer)
+        table = Table(
+            title=f"modelscale demo: {NAMESPACE}/{NAME}",
+            caption=footer,
+            box=box.SIMPLE_HEAD,
+            pad_edge=False,
+        )
         for col in report.COLUMNS:
-            table.add_column(col, justify="left" if col == "reason" else "right")
+            last = col == report.COLUMNS[-1]
+            table.add_column(col, justify="left" if last else "right", no_wrap=True)
         for row in self.rows[-15:]:
             style = "red" if "OVER" in row[4] else None
             table.add_row(*row, style=style)
