@@ -3,7 +3,7 @@
 Starts (or reuses) the local cluster and its Prometheus, installs the operator with the
 Helm chart, applies a ModelDeployment of the toy LLM on the real Triton, and replays the
 Azure LLM conversation trace (bench/traces) through the Service's ready endpoints, time-
-compressed by a factor that rises and falls like a day's load (0.8x -> 3x -> 0.8x). A live
+compressed by a factor that rises and falls like a day's load (0.8x -> 3x -> 0.6x). A live
 table shows what the users get and what the operator decides; at the end a summary and
 `demo-report.png`.
 
@@ -67,12 +67,12 @@ MIN_REPLICAS, MAX_REPLICAS = 1, 3
 # (share of the run, trace offset in s, time compression): a real trace, compressed more
 # at the "peak of the day" so the load rises past one pod's knee and falls back.
 SHAPE = (
-    (0.15, 0, 0.8),
-    (0.15, 1200, 1.5),
-    (0.15, 1245, 2.0),
-    (0.25, 1380, 3.0),
+    (0.10, 0, 0.8),
+    (0.10, 1200, 1.5),
+    (0.10, 1245, 2.0),
+    (0.20, 1380, 3.0),
     (0.15, 1500, 1.5),
-    (0.15, 1600, 0.8),
+    (0.35, 1600, 0.6),  # the evening: long enough to see the scale-down
 )
 
 
@@ -362,7 +362,7 @@ def run(opts: Options) -> int:
             requests = shaped_trace(opts.duration_s)
             say(
                 f"replaying {len(requests)} requests of {TRACE.name} over "
-                f"{opts.duration_s:.0f} s (time compression 0.8x -> 3x -> 0.8x) "
+                f"{opts.duration_s:.0f} s (time compression 0.8x -> 3x -> 0.6x) "
                 f"through the ready endpoints of Service {NAMESPACE}/{NAME}; SLO: "
                 f"P99 end-to-end <= {SLO_P99_S:g} s"
             )
@@ -476,7 +476,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m demo", description=__doc__.split("\n")[0])
     parser.add_argument("command", nargs="?", default="run", choices=["run", "down"])
     parser.add_argument(
-        "--duration", type=float, default=240.0, help="seconds of load (default 240)"
+        "--duration", type=float, default=270.0, help="seconds of load (default 270)"
     )
     parser.add_argument("--report", type=pathlib.Path, default=pathlib.Path("demo-report.png"))
     parser.add_argument("--summary-json", type=pathlib.Path, default=None)
