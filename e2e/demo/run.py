@@ -70,9 +70,10 @@ SHAPE = (
     (0.10, 0, 0.8),
     (0.10, 1200, 1.5),
     (0.10, 1245, 2.0),
-    (0.20, 1380, 3.0),
-    (0.15, 1500, 1.5),
-    (0.35, 1600, 0.6),  # the evening: long enough to see the scale-down
+    (0.15, 1380, 3.0),
+    # The evening, long enough to see the scale-down: the forecast's upper bound comes
+    # down about 100 s after the load, then the 30-s scale-down window.
+    (0.55, 1600, 0.6),
 )
 
 
