@@ -429,7 +429,7 @@ def _replay(
                             last = watcher.samples[-1]
                             live.add(
                                 report.row_cells(row, slo_p99_s=SLO_P99_S),
-                                f"{last.reason}: {last.message}"[:160],
+                                f"{last.reason}: {last.message}",
                             )
                             next_row += report.WINDOW_S
                 result = replay.wait(120)
