@@ -41,7 +41,7 @@ unit: $(STAMP) helm ## unit tests: no servers, no Kubernetes build (the install-
 	$(PY) -m pytest -q tests/unit
 
 .PHONY: helm
-helm: ## build only the pinned helm (≈ 2 min cold), what `make unit` needs
+helm: ## build only the pinned helm (≈ 4 min cold), what `make unit` needs
 	bash e2e/tools/build.sh helm
 
 .PHONY: docs
@@ -58,9 +58,10 @@ demo-down: ## remove what `make demo` left running (release, namespace, local cl
 
 CRD_FILE := crds/modeldeployments.modelscale.dev.yaml
 .PHONY: crds
-crds: $(STAMP) ## regenerate the CRD from the pydantic models (and the chart's copy)
+crds: $(STAMP) ## regenerate the CRD from the pydantic models (and the chart's copy, docs/reference.md)
 	$(PY) -m modelscale crd > $(CRD_FILE)
 	mkdir -p charts/modelscale/files/crds && cp $(CRD_FILE) charts/modelscale/files/crds/
+	$(PY) -m modelscale.api.reference > docs/reference.md
 
 include e2e/e2e.mk
 include charts/chart.mk

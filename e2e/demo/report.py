@@ -268,7 +268,15 @@ def row_cells(row: Row, *, slo_p99_s: float) -> tuple[str, ...]:
     )
 
 
-COLUMNS = ("time", "offered tok/s", "forecast tok/s", "desired/ready/warmed", "P99 s", "reason")
+# Two-line headers keep the table within 80 columns.
+COLUMNS = (
+    "time",
+    "offered\ntok/s",
+    "forecast\ntok/s",
+    "replicas\ndes/rdy/wrm",
+    "P99 (s)\nvs SLO",
+    "last\ndecision",
+)
 
 
 # --------------------------------------------------------------------------- figure
@@ -290,7 +298,9 @@ def plot(
 
     ws = windows(records, started_at)
     t0 = started_at
-    fig, (ax_load, ax_rep, ax_lat) = plt.subplots(3, 1, figsize=(10, 8), sharex=True)
+    fig, (ax_load, ax_rep, ax_lat) = plt.subplots(
+        3, 1, figsize=(10, 9), sharex=True, gridspec_kw={"hspace": 0.45}
+    )
     fig.suptitle(title)
 
     wx = [w.start - t0 + WINDOW_S / 2 for w in ws]
@@ -310,14 +320,15 @@ def plot(
     ax_rep.step(st, [s.warmed for s in samples], where="post", label="warmed", ls=":")
     ax_rep.step(st, [s.ready for s in samples], where="post", label="ready", ls="--")
     ax_rep.set_ylabel("replicas")
-    ax_rep.legend(loc="upper left", fontsize=8)
+    ax_rep.set_ylim(bottom=0)
+    ax_rep.legend(loc="lower right", fontsize=8)
 
     p99 = [min(w.p99_s, 4 * slo_p99_s) for w in ws]  # failures (inf) drawn at the top
     ax_lat.plot(wx, p99, "o-", label=f"client P99 per {WINDOW_S:.0f} s")
     ax_lat.axhline(slo_p99_s, color="red", ls="--", label=f"SLO {slo_p99_s:g} s")
     ax_lat.set_ylabel("seconds")
     ax_lat.set_xlabel("seconds since the load started")
-    ax_lat.legend(loc="upper left", fontsize=8)
+    ax_lat.legend(loc="upper right", fontsize=8)
 
     for when, replicas, reason in decisions(samples):
         x = when - t0
@@ -327,12 +338,14 @@ def plot(
             ax.axvline(x, color="grey", ls=":", lw=0.8)
         ax_rep.annotate(
             f"{replicas} {reason}",
-            (x, replicas),
+            (x, 1.02),
+            xycoords=("data", "axes fraction"),
             fontsize=7,
             rotation=90,
             va="bottom",
-            ha="right",
+            ha="center",
         )
-    fig.tight_layout()
+    ax_lat.set_ylim(bottom=0)
+    fig.subplots_adjust(top=0.93, bottom=0.07)
     fig.savefig(path, dpi=100)
     plt.close(fig)

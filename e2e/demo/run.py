@@ -3,7 +3,7 @@
 Starts (or reuses) the local cluster and its Prometheus, installs the operator with the
 Helm chart, applies a ModelDeployment of the toy LLM on the real Triton, and replays the
 Azure LLM conversation trace (bench/traces) through the Service's ready endpoints, time-
-compressed by a factor that rises and falls like a day's load (0.8x -> 3x -> 0.8x). A live
+compressed by a factor that rises and falls like a day's load (0.8x -> 3x -> 0.6x). A live
 table shows what the users get and what the operator decides; at the end a summary and
 `demo-report.png`.
 
@@ -31,6 +31,7 @@ from typing import Any, TextIO
 
 from kubernetes import client
 from kubernetes import config as kube_config
+from rich import box
 from rich.console import Console
 from rich.live import Live as RichLive
 from rich.table import Table
@@ -66,12 +67,13 @@ MIN_REPLICAS, MAX_REPLICAS = 1, 3
 # (share of the run, trace offset in s, time compression): a real trace, compressed more
 # at the "peak of the day" so the load rises past one pod's knee and falls back.
 SHAPE = (
-    (0.15, 0, 0.8),
-    (0.15, 1200, 1.5),
-    (0.15, 1245, 2.0),
-    (0.25, 1380, 3.0),
-    (0.15, 1500, 1.5),
-    (0.15, 1600, 0.8),
+    (0.10, 0, 0.8),
+    (0.10, 1200, 1.5),
+    (0.10, 1245, 2.0),
+    (0.15, 1380, 3.0),
+    # The evening, long enough to see the scale-down: the forecast's upper bound comes
+    # down about 100 s after the load, then the 30-s scale-down window.
+    (0.55, 1600, 0.6),
 )
 
 
@@ -290,13 +292,19 @@ class Live:
         if self.tty:
             self._live = RichLive(console=Console(file=out), refresh_per_second=2)
         else:
-            print("  ".join(report.COLUMNS), file=out, flush=True)
+            print("  ".join(c.replace("\n", " ") for c in report.COLUMNS), file=out, flush=True)
         self.out = out
 
     def _table(self, footer: str) -> Any:
-        table = Table(title=f"modelscale demo: {NAMESPACE}/{NAME}", caption=footer)
+        table = Table(
+            title=f"modelscale demo: {NAMESPACE}/{NAME}",
+            caption=footer,
+            box=box.SIMPLE_HEAD,
+            pad_edge=False,
+        )
         for col in report.COLUMNS:
-            table.add_column(col, justify="left" if col == "reason" else "right")
+            last = col == report.COLUMNS[-1]
+            table.add_column(col, justify="left" if last else "right", no_wrap=True)
         for row in self.rows[-15:]:
             style = "red" if "OVER" in row[4] else None
             table.add_row(*row, style=style)
@@ -355,7 +363,7 @@ def run(opts: Options) -> int:
             requests = shaped_trace(opts.duration_s)
             say(
                 f"replaying {len(requests)} requests of {TRACE.name} over "
-                f"{opts.duration_s:.0f} s (time compression 0.8x -> 3x -> 0.8x) "
+                f"{opts.duration_s:.0f} s (time compression 0.8x -> 3x -> 0.6x) "
                 f"through the ready endpoints of Service {NAMESPACE}/{NAME}; SLO: "
                 f"P99 end-to-end <= {SLO_P99_S:g} s"
             )
@@ -421,7 +429,7 @@ def _replay(
                             last = watcher.samples[-1]
                             live.add(
                                 report.row_cells(row, slo_p99_s=SLO_P99_S),
-                                f"{last.reason}: {last.message}"[:160],
+                                f"{last.reason}: {last.message}",
                             )
                             next_row += report.WINDOW_S
                 result = replay.wait(120)
@@ -469,7 +477,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m demo", description=__doc__.split("\n")[0])
     parser.add_argument("command", nargs="?", default="run", choices=["run", "down"])
     parser.add_argument(
-        "--duration", type=float, default=240.0, help="seconds of load (default 240)"
+        "--duration", type=float, default=270.0, help="seconds of load (default 270)"
     )
     parser.add_argument("--report", type=pathlib.Path, default=pathlib.Path("demo-report.png"))
     parser.add_argument("--summary-json", type=pathlib.Path, default=None)

@@ -135,6 +135,33 @@ def test_invalid_spec_is_refused_at_apply_time_with_a_readable_message(
             ModelDeployment.model_validate(md("bad", namespace, **spec))
 
 
+@pytest.mark.parametrize(
+    ("field", "words"),
+    [
+        pytest.param("spec.minReplicas", "Fewest replicas", id="minReplicas"),
+        pytest.param("spec.maxReplicas", "GPU budget", id="maxReplicas"),
+        pytest.param(
+            "spec.scaling.onMissingMetrics.behavior", "keeps the current replicas", id="behavior"
+        ),
+        pytest.param(
+            "spec.scaling.scaleDown.stabilizationWindowSeconds",
+            "highest recommendation",
+            id="stabilizationWindowSeconds",
+        ),
+    ],
+)
+def test_kubectl_explain_describes_the_fields(
+    installed: None, kubectl: Kubectl, field: str, words: str
+) -> None:
+    # The apiserver publishes a new CRD's OpenAPI a moment after it is Established.
+    out = wait_until(
+        lambda: kubectl.run("explain", f"modeldeployments.{field}", check=False).stdout,
+        timeout=30,
+        what=f"kubectl explain modeldeployments.{field}",
+    )
+    assert words in " ".join(out.split())
+
+
 def test_cpu_and_memory_are_int_or_string_quantities(
     installed: None, kubectl: Kubectl, namespace: str
 ) -> None:
