@@ -187,7 +187,9 @@ def test_cpu_sample_runs_and_render_prints_what_the_operator_applied(
             }
         ]
         resource = {"Deployment": "deployment", "Service": "service"}.get(obj["kind"], "pdb")
-        live = kubectl.json("-n", sample_ns, "get", resource, obj["metadata"]["name"])
+        live = kubectl.json(
+            "-n", sample_ns, "get", resource, obj["metadata"]["name"], "--show-managed-fields"
+        )
         # Everything rendered is what runs (live objects add apiserver defaults and status).
         assert is_subset(obj, live, obj["kind"]) == []
         # And the operator applied nothing the render did not print: its field manager's
@@ -305,9 +307,10 @@ def substitute(expr: str, *, namespace: str, name: str) -> str:
 
 
 def prometheus_has_data(prometheus_url: str, expr: str) -> bool:
+    label = None
     if expr.startswith("label_values("):
-        # Grafana's label_values(SELECTOR, LABEL) asks the series API.
-        selector = expr[len("label_values(") : expr.rindex(",")]
+        # Grafana's label_values(SELECTOR, LABEL) asks the series API for LABEL's values.
+        selector, label = (x.strip() for x in expr[len("label_values(") : -1].rsplit(",", 1))
         url = f"{prometheus_url}/api/v1/series?" + urllib.parse.urlencode(
             {"match[]": selector, "start": str(time.time() - 900)}
         )
@@ -316,8 +319,9 @@ def prometheus_has_data(prometheus_url: str, expr: str) -> bool:
     with urllib.request.urlopen(url, timeout=10) as resp:
         body = json.load(resp)
     assert body["status"] == "success", f"{expr}: {body}"
-    data = body["data"]
-    return bool(data if isinstance(data, list) else data["result"])
+    if label is not None:
+        return any(series.get(label) for series in body["data"])
+    return bool(body["data"]["result"])
 
 
 def toy(name: str, namespace: str) -> dict[str, Any]:
