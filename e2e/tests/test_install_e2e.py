@@ -88,6 +88,31 @@ def test_helm_upgrade_upgrades_the_crd(
     assert annotations["helm.sh/resource-policy"] == "keep"
 
 
+def test_a_second_release_is_told_how_to_share_the_crd(cluster: Any, operator: str) -> None:
+    """The CRD belongs to the installed release: another one (or a kubectl-applied CRD)
+    stops at install time with what to do, instead of Helm's ownership error."""
+    proc = subprocess.run(
+        [
+            str(cluster.bin_dir / "helm"),
+            "--kubeconfig",
+            str(cluster.kubeconfig),
+            "-n",
+            "default",
+            "install",
+            "second",
+            str(CHART),
+            "--dry-run=server",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert proc.returncode != 0
+    assert f"CRD {CRD_NAME} exists and is not managed by release default/second" in proc.stderr
+    assert "--set crds.install=false" in proc.stderr
+
+
 # --------------------------------------------------------------------------- sample + render
 
 
