@@ -154,6 +154,11 @@ def field_paths(fields: dict[str, Any], prefix: str = "") -> set[str]:
     return out
 
 
+# Fields Kubernetes' schemas mark atomic (a LabelSelector; a Service's selector map): one
+# entry in managedFields, their keys not listed.
+ATOMIC = {".spec.selector"}
+
+
 def object_paths(obj: dict[str, Any], prefix: str = "") -> set[str]:
     out = set()
     for key, value in obj.items():
@@ -224,12 +229,18 @@ def test_cpu_sample_runs_and_render_prints_what_the_operator_applied(
             for m in live["metadata"]["managedFields"]
             if m["manager"] == "modelscale" and m["operation"] == "Apply"
         ]
-        assert field_paths(managed["fieldsV1"]) == object_paths(obj) - {
+        applied = field_paths(managed["fieldsV1"])
+        printed = object_paths(obj) - {
             ".apiVersion",
             ".kind",
             ".metadata.name",
             ".metadata.namespace",
-        }, obj["kind"]
+        }
+        assert applied - printed == set(), f"{obj['kind']}: applied but not rendered"
+        # Atomic maps (a Deployment's selector) are one entry in managedFields.
+        atomic = [path for path in applied if path in ATOMIC]
+        unlisted = {p for p in printed - applied if not any(p.startswith(a + ".") for a in atomic)}
+        assert unlisted == set(), f"{obj['kind']}: rendered but not applied"
 
 
 # --------------------------------------------------------------------------- monitors
