@@ -88,6 +88,31 @@ def test_helm_upgrade_upgrades_the_crd(
     assert annotations["helm.sh/resource-policy"] == "keep"
 
 
+def test_a_second_release_is_told_how_to_share_the_crd(cluster: Any, operator: str) -> None:
+    """The CRD belongs to the installed release: another one (or a kubectl-applied CRD)
+    stops at install time with what to do, instead of Helm's ownership error."""
+    proc = subprocess.run(
+        [
+            str(cluster.bin_dir / "helm"),
+            "--kubeconfig",
+            str(cluster.kubeconfig),
+            "-n",
+            "default",
+            "install",
+            "second",
+            str(CHART),
+            "--dry-run=server",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert proc.returncode != 0
+    assert f"CRD {CRD_NAME} exists and is not managed by release default/second" in proc.stderr
+    assert "--set crds.install=false" in proc.stderr
+
+
 # --------------------------------------------------------------------------- sample + render
 
 
@@ -127,6 +152,11 @@ def field_paths(fields: dict[str, Any], prefix: str = "") -> set[str]:
             if isinstance(value, dict):
                 out |= field_paths(value, path)
     return out
+
+
+# Fields Kubernetes' schemas mark atomic (a LabelSelector; a Service's selector map): one
+# entry in managedFields, their keys not listed.
+ATOMIC = {".spec.selector"}
 
 
 def object_paths(obj: dict[str, Any], prefix: str = "") -> set[str]:
@@ -187,7 +217,9 @@ def test_cpu_sample_runs_and_render_prints_what_the_operator_applied(
             }
         ]
         resource = {"Deployment": "deployment", "Service": "service"}.get(obj["kind"], "pdb")
-        live = kubectl.json("-n", sample_ns, "get", resource, obj["metadata"]["name"])
+        live = kubectl.json(
+            "-n", sample_ns, "get", resource, obj["metadata"]["name"], "--show-managed-fields"
+        )
         # Everything rendered is what runs (live objects add apiserver defaults and status).
         assert is_subset(obj, live, obj["kind"]) == []
         # And the operator applied nothing the render did not print: its field manager's
@@ -197,12 +229,18 @@ def test_cpu_sample_runs_and_render_prints_what_the_operator_applied(
             for m in live["metadata"]["managedFields"]
             if m["manager"] == "modelscale" and m["operation"] == "Apply"
         ]
-        assert field_paths(managed["fieldsV1"]) == object_paths(obj) - {
+        applied = field_paths(managed["fieldsV1"])
+        printed = object_paths(obj) - {
             ".apiVersion",
             ".kind",
             ".metadata.name",
             ".metadata.namespace",
-        }, obj["kind"]
+        }
+        assert applied - printed == set(), f"{obj['kind']}: applied but not rendered"
+        # Atomic maps (a Deployment's selector) are one entry in managedFields.
+        atomic = [path for path in applied if path in ATOMIC]
+        unlisted = {p for p in printed - applied if not any(p.startswith(a + ".") for a in atomic)}
+        assert unlisted == set(), f"{obj['kind']}: rendered but not applied"
 
 
 # --------------------------------------------------------------------------- monitors
@@ -305,9 +343,10 @@ def substitute(expr: str, *, namespace: str, name: str) -> str:
 
 
 def prometheus_has_data(prometheus_url: str, expr: str) -> bool:
+    label = None
     if expr.startswith("label_values("):
-        # Grafana's label_values(SELECTOR, LABEL) asks the series API.
-        selector = expr[len("label_values(") : expr.rindex(",")]
+        # Grafana's label_values(SELECTOR, LABEL) asks the series API for LABEL's values.
+        selector, label = (x.strip() for x in expr[len("label_values(") : -1].rsplit(",", 1))
         url = f"{prometheus_url}/api/v1/series?" + urllib.parse.urlencode(
             {"match[]": selector, "start": str(time.time() - 900)}
         )
@@ -316,8 +355,9 @@ def prometheus_has_data(prometheus_url: str, expr: str) -> bool:
     with urllib.request.urlopen(url, timeout=10) as resp:
         body = json.load(resp)
     assert body["status"] == "success", f"{expr}: {body}"
-    data = body["data"]
-    return bool(data if isinstance(data, list) else data["result"])
+    if label is not None:
+        return any(series.get(label) for series in body["data"])
+    return bool(body["data"]["result"])
 
 
 def toy(name: str, namespace: str) -> dict[str, Any]:
