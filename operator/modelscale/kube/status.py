@@ -7,6 +7,7 @@ from typing import Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+from pydantic import ValidationError
 
 from modelscale.api.v1alpha1 import (
     GROUP,
@@ -23,9 +24,17 @@ MERGE_PATCH = "application/merge-patch+json"
 StatusBuilder = Callable[[Sequence[Condition]], ModelDeploymentStatus]
 
 
-def _conditions(body: Mapping[str, Any]) -> list[Condition]:
-    raw = body.get("status") or {}
-    return list(ModelDeploymentStatus.model_validate(raw).conditions) if raw else []
+def conditions_of(body: Mapping[str, Any]) -> list[Condition]:
+    """The conditions of a ModelDeployment body as last read. Read on their own, so that
+    a status another writer broke elsewhere does not stop us reporting; a malformed
+    condition is dropped (the merge writes ours in full)."""
+    out: list[Condition] = []
+    for raw in (body.get("status") or {}).get("conditions") or ():
+        try:
+            out.append(Condition.model_validate(raw))
+        except ValidationError:
+            continue
+    return out
 
 
 def patch_status_guarded(
@@ -44,7 +53,7 @@ def patch_status_guarded(
     meta = body["metadata"]
     namespace, name = meta["namespace"], meta["name"]
     version = meta.get("resourceVersion")
-    existing = _conditions(body)
+    existing = conditions_of(body)
     for attempt in range(attempts):
         patch: dict[str, Any] = {"status": to_api(build(existing), patch=True)}
         if version:
@@ -59,4 +68,4 @@ def patch_status_guarded(
                 raise
         fresh = reads.get_modeldeployment(api, namespace=namespace, name=name)
         version = fresh["metadata"].get("resourceVersion")
-        existing = _conditions(fresh)
+        existing = conditions_of(fresh)

@@ -128,8 +128,7 @@ def _report_invalid(
     """A spec that slipped past the schema: say so in status (once, not on every resync)."""
     meta = body.get("metadata", {})
     generation = meta.get("generation")
-    raw = body.get("status") or {}
-    previous = ModelDeploymentStatus.model_validate(raw).conditions if raw else []
+    previous = kube_status.conditions_of(body)
     invalid = status.invalid_spec(previous, message=message, generation=generation, now=now)
     if invalid.conditions == previous:
         return
