@@ -39,6 +39,7 @@ RATE_WINDOW_S = 60.0  # rate(...[1m]) / histogram_quantile over 1 m
 MAX_METRIC_WINDOW_S = 900.0  # the longest window a View method looks back over
 WINDOW_S = 60.0  # scoring window
 ROUTING = ("least-loaded", "round-robin")
+ADMIT_SCAN = 32  # queued requests per pod considered for admission in one tick
 
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
@@ -347,6 +348,10 @@ def least_loaded(load: I64, k: int) -> I64:
 def _add_counts(target: I64, idx: I64, sign: int = 1) -> None:
     """target[idx] += sign for every element of idx (idx spans few distinct values)."""
     if idx.size == 0:
+        return
+    first = int(idx[0])
+    if idx.size == 1 or (idx == first).all():
+        target[first] += sign * idx.size
         return
     lo = int(idx.min())
     counts = np.bincount(idx - lo)
@@ -675,7 +680,9 @@ class _Engine:
         if serving.size == 0:
             self.gateway = self.gateway.cat(incoming)
             return
-        if self.routing == "round-robin":
+        if serving.size == 1:
+            pos = np.zeros(k, dtype=np.int64)
+        elif self.routing == "round-robin":
             pos = (self.rr + np.arange(k)) % serving.size
             self.rr = (self.rr + k) % serving.size
         else:
@@ -710,14 +717,24 @@ class _Engine:
             if np.any(key[1:] < key[:-1]):
                 q = q.take(np.argsort(key, kind="stable"))
                 pod = q.pod
-            seg = _segment_starts(pod)
-            rank = np.arange(pod.size) - seg
-            reserve = q.reserve
+            # Only the first ADMIT_SCAN requests of each pod's queue are candidates this
+            # tick (a long queue costs O(its length) once, not in every step below).
+            starts = np.flatnonzero(_run_starts(pod))
+            lengths = np.diff(np.append(starts, pod.size))
+            h = np.minimum(lengths, ADMIT_SCAN)
+            cand = np.repeat(starts, h) + (np.arange(int(h.sum())) - np.repeat(np.cumsum(h) - h, h))
+            cpod = pod[cand]
+            seg = _segment_starts(cpod)
+            rank = np.arange(cpod.size) - seg
+            reserve = q.reserve[cand]
             cs = np.cumsum(reserve)
             cs_seg = cs - (cs[seg] - reserve[seg])
-            free_kv = p.kv_capacity_tokens - self.reserved[pod]
-            free_slots = p.max_batch - self.running[pod]
-            ok = (cs_seg <= free_kv) & (rank < free_slots)
+            free_kv = p.kv_capacity_tokens - self.reserved[cpod]
+            free_slots = p.max_batch - self.running[cpod]
+            ok = np.zeros(pod.size, dtype=bool)
+            ok[cand] = (cs_seg <= free_kv) & (rank < free_slots)
+            # A queue longer than the scan may admit more next tick.
+            self.admit_due = bool((lengths > ADMIT_SCAN).any())
         if ok.all():
             a = q
             self.queued = _Pool.empty()
@@ -730,9 +747,10 @@ class _Engine:
         apod = a.pod
         at = np.maximum(a.arr, t0)
         cold = at < self.warm_at[apod]
-        d = p.prefill_s((a.inp - a.cached).astype(np.float64)) * np.where(
-            cold, p.cold_slowdown, 1.0
-        )
+        d = p.prefill_s((a.inp - a.cached).astype(np.float64))
+        n_cold = int(np.count_nonzero(cold))
+        if n_cold:
+            d = d * np.where(cold, p.cold_slowdown, 1.0)
         if distinct:
             start = np.maximum(at, self.pf_free[apod])
             ftt = start + d
@@ -754,13 +772,19 @@ class _Engine:
             last = np.append(new_run[1:], True)
             self.pf_free[apod[last]] = ftt[last]
         overlap = np.clip(np.minimum(ftt, t1) - np.maximum(start, t0), 0.0, None)
-        pf_tick += np.bincount(apod, weights=overlap, minlength=m)[:m]
-        n_adm = np.bincount(apod, minlength=self.waiting.size)
-        self.waiting -= n_adm
-        self.running += n_adm
-        self.reserved += np.bincount(apod, weights=a.reserve, minlength=self.reserved.size)
+        if distinct:  # one admission per pod: plain fancy-index updates
+            pf_tick[apod] += overlap
+            self.waiting[apod] -= 1
+            self.running[apod] += 1
+            self.reserved[apod] += a.reserve
+        else:
+            pf_tick += np.bincount(apod, weights=overlap, minlength=m)[:m]
+            n_adm = np.bincount(apod, minlength=self.waiting.size)
+            self.waiting -= n_adm
+            self.running += n_adm
+            self.reserved += np.bincount(apod, weights=a.reserve, minlength=self.reserved.size)
         ttft = ftt - a.arr
-        self.cold_requests += int(np.count_nonzero(cold))
+        self.cold_requests += n_cold
         if self.keep:
             self.cold[a.id] = cold
         self.ev_ttft.append((float(ftt.max()), ftt.copy(), ttft))
