@@ -171,3 +171,20 @@ def test_loadtest_reports_running_requests_and_kv_usage_at_capacity() -> None:
     # hardly a queue.
     assert cap.running == pytest.approx(cap.concurrency, rel=0.2)
     assert 0.0 < cap.kv_usage < 1.0
+
+
+def test_prefix_cache_hits_shorten_prefill() -> None:
+    tr = burst(1, inp=8000, out=2)
+    hit = Trace(
+        tr.name,
+        tr.arrival_s,
+        tr.input_tokens,
+        tr.output_tokens,
+        tr.duration_s,
+        cached_tokens=np.array([6000], dtype=np.int64),
+    )
+    params = ReplicaParams()
+    cold = engine.run(tr, Hold(1), params=params, initial_replicas=1).ttft[0]
+    warm = engine.run(hit, Hold(1), params=params, initial_replicas=1).ttft[0]
+    assert cold == pytest.approx(params.prefill_s(8000.0), rel=0.01)
+    assert warm == pytest.approx(params.prefill_s(2000.0), rel=0.01)
