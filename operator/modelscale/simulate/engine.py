@@ -40,6 +40,7 @@ MAX_METRIC_WINDOW_S = 900.0  # the longest window a View method looks back over
 WINDOW_S = 60.0  # scoring window
 ROUTING = ("least-loaded", "round-robin")
 ADMIT_SCAN = 32  # queued requests per pod considered for admission in one tick
+_KEY_POD = 1 << 34  # sort key of a queued request: pod * _KEY_POD + request id
 
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
@@ -279,6 +280,52 @@ class _Pool:
     def size(self) -> int:
         return int(self.id.size)
 
+    def insert(self, pos: I64, other: _Pool) -> _Pool:
+        """`other`'s requests inserted before the positions `pos` (np.insert)."""
+        return _Pool(
+            np.insert(self.id, pos, other.id),
+            np.insert(self.arr, pos, other.arr),
+            np.insert(self.inp, pos, other.inp),
+            np.insert(self.out, pos, other.out),
+            np.insert(self.cached, pos, other.cached),
+            np.insert(self.win, pos, other.win),
+            np.insert(self.pod, pos, other.pod),
+            np.insert(self.cold, pos, other.cold),
+            np.insert(self.reserve, pos, other.reserve),
+            np.insert(self.ftt, pos, other.ftt),
+            np.insert(self.rem, pos, other.rem),
+        )
+
+    def delete(self, idx: I64) -> _Pool:
+        return _Pool(
+            np.delete(self.id, idx),
+            np.delete(self.arr, idx),
+            np.delete(self.inp, idx),
+            np.delete(self.out, idx),
+            np.delete(self.cached, idx),
+            np.delete(self.win, idx),
+            np.delete(self.pod, idx),
+            np.delete(self.cold, idx),
+            np.delete(self.reserve, idx),
+            np.delete(self.ftt, idx),
+            np.delete(self.rem, idx),
+        )
+
+    def slice(self, a: int, b: int) -> _Pool:
+        return _Pool(
+            self.id[a:b],
+            self.arr[a:b],
+            self.inp[a:b],
+            self.out[a:b],
+            self.cached[a:b],
+            self.win[a:b],
+            self.pod[a:b],
+            self.cold[a:b],
+            self.reserve[a:b],
+            self.ftt[a:b],
+            self.rem[a:b],
+        )
+
     def take(self, idx: NDArray[np.generic]) -> _Pool:
         return _Pool(
             self.id[idx],
@@ -498,6 +545,7 @@ class _Engine:
         # admitted (prefilling or decoding).
         self.gateway = _Pool.empty()
         self.queued = _Pool.empty()
+        self.qkey = np.zeros(0, dtype=np.int64)
         self.active = _Pool.empty()
         # Scrapes: counters (cumulative output / prompt tokens) and per-pod gauges.
         self.cum_out = 0.0
@@ -585,7 +633,8 @@ class _Engine:
                 self.gateway = self.gateway.cat(moved)
                 order_ids = np.argsort(self.gateway.id, kind="stable")
                 self.gateway = self.gateway.take(order_ids)
-                self.queued = self.queued.take(np.flatnonzero(~back))
+                keep = np.flatnonzero(~back)
+                self.queued, self.qkey = self.queued.take(keep), self.qkey[keep]
                 self.waiting[gone] = 0
 
     def serving(self, t: float, gate: bool) -> I64:
@@ -691,8 +740,27 @@ class _Engine:
         pods = serving[pos]
         incoming.pod = pods
         self.waiting += np.bincount(pods, minlength=self.waiting.size)
-        self.queued = self.queued.cat(incoming)
+        self._enqueue(incoming)
         self.admit_due = True
+
+    def _enqueue(self, incoming: _Pool) -> None:
+        """Insert into the pods' queues, kept as one pool sorted by (pod, request id): each
+        pod's queue is a FIFO run, and a long backlog is never re-sorted."""
+        key = incoming.pod * _KEY_POD + incoming.id
+        if key.size > 1 and np.any(key[1:] < key[:-1]):
+            order = np.argsort(key, kind="stable")
+            incoming, key = incoming.take(order), key[order]
+        if self.queued.size == 0:
+            self.queued, self.qkey = incoming, key
+            return
+        if self.queued.size <= 4 * ADMIT_SCAN:  # short: join and sort (cheaper than insert)
+            q, k = self.queued.cat(incoming), np.concatenate((self.qkey, key))
+            order = np.argsort(k, kind="stable")
+            self.queued, self.qkey = q.take(order), k[order]
+            return
+        pos = np.searchsorted(self.qkey, key)
+        self.queued = self.queued.insert(pos, incoming)
+        self.qkey = np.insert(self.qkey, pos, key)
 
     def _admit(self, t0: float, t1: float) -> F64:
         """Admit from every pod's queue what fits; returns per-pod prefill seconds inside
@@ -706,44 +774,43 @@ class _Engine:
         self.admit_due = False
         p = self.p
         pod = q.pod
-        # One request per pod (the common case): no FIFO order within a pod to keep.
-        distinct = pod.size == 1 or int(np.bincount(pod).max()) == 1
-        if distinct:
-            ok = (q.reserve <= p.kv_capacity_tokens - self.reserved[pod]) & (
-                self.running[pod] < p.max_batch
-            )
+        if q.size <= ADMIT_SCAN:
+            # A short queue: every request is a candidate.
+            cand = None
+            cpod, reserve = pod, q.reserve
         else:
-            key = pod * (1 << 34) + q.id
-            if np.any(key[1:] < key[:-1]):
-                q = q.take(np.argsort(key, kind="stable"))
-                pod = q.pod
             # Only the first ADMIT_SCAN requests of each pod's queue are candidates this
-            # tick (a long queue costs O(its length) once, not in every step below).
+            # tick: a long backlog costs O(its length) once, not in every step below.
             starts = np.flatnonzero(_run_starts(pod))
             lengths = np.diff(np.append(starts, pod.size))
             h = np.minimum(lengths, ADMIT_SCAN)
             cand = np.repeat(starts, h) + (np.arange(int(h.sum())) - np.repeat(np.cumsum(h) - h, h))
-            cpod = pod[cand]
-            seg = _segment_starts(cpod)
-            rank = np.arange(cpod.size) - seg
-            reserve = q.reserve[cand]
-            cs = np.cumsum(reserve)
-            cs_seg = cs - (cs[seg] - reserve[seg])
-            free_kv = p.kv_capacity_tokens - self.reserved[cpod]
-            free_slots = p.max_batch - self.running[cpod]
-            ok = np.zeros(pod.size, dtype=bool)
-            ok[cand] = (cs_seg <= free_kv) & (rank < free_slots)
-            # A queue longer than the scan may admit more next tick.
-            self.admit_due = bool((lengths > ADMIT_SCAN).any())
-        if ok.all():
-            a = q
-            self.queued = _Pool.empty()
-        elif not ok.any():
-            self.queued = q
+            cpod, reserve = pod[cand], q.reserve[cand]
+        seg = _segment_starts(cpod)
+        rank = np.arange(cpod.size) - seg
+        cs = np.cumsum(reserve)
+        cs_seg = cs - (cs[seg] - reserve[seg])
+        free_kv = p.kv_capacity_tokens - self.reserved[cpod]
+        free_slots = p.max_batch - self.running[cpod]
+        ok_c = (cs_seg <= free_kv) & (rank < free_slots)
+        if not ok_c.any():
             return pf_tick
+        # A queue longer than the scan may admit more next tick.
+        self.admit_due = cand is not None and bool((ok_c & (rank == ADMIT_SCAN - 1)).any())
+        adm = np.flatnonzero(ok_c) if cand is None else cand[ok_c]
+        if adm.size == q.size:
+            a = q
+            self.queued, self.qkey = _Pool.empty(), np.zeros(0, dtype=np.int64)
         else:
-            a = q.take(np.flatnonzero(ok))
-            self.queued = q.take(np.flatnonzero(~ok))
+            a = q.take(adm)
+            if q.size <= 4 * ADMIT_SCAN:
+                rest = np.ones(q.size, dtype=bool)
+                rest[adm] = False
+                keep = np.flatnonzero(rest)
+                self.queued, self.qkey = q.take(keep), self.qkey[keep]
+            else:
+                self.queued, self.qkey = q.delete(adm), np.delete(self.qkey, adm)
+        distinct = a.size == 1 or int(np.bincount(a.pod).max()) == 1
         apod = a.pod
         at = np.maximum(a.arr, t0)
         cold = at < self.warm_at[apod]
