@@ -39,6 +39,8 @@ RATE_WINDOW_S = 60.0  # rate(...[1m]) / histogram_quantile over 1 m
 MAX_METRIC_WINDOW_S = 900.0  # the longest window a View method looks back over
 WINDOW_S = 60.0  # scoring window
 ROUTING = ("least-loaded", "round-robin")
+ADMIT_SCAN = 32  # queued requests per pod considered for admission in one tick
+_KEY_POD = 1 << 34  # sort key of a queued request: pod * _KEY_POD + request id
 
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
@@ -271,24 +273,93 @@ class _Pool:
     def arrivals(cls, *, ids: I64, arr: F64, inp: I64, out: I64, cached: I64, win: I64) -> _Pool:
         n = ids.size
         i, f = np.zeros(n, dtype=np.int64), np.zeros(n)
-        return cls(ids, arr, inp, out, cached, win, i, np.zeros(n, dtype=bool), f, f, f)
+        reserve = (inp + out).astype(np.float64)  # the whole context, held in the KV cache
+        return cls(ids, arr, inp, out, cached, win, i, np.zeros(n, dtype=bool), reserve, f, f)
 
     @property
     def size(self) -> int:
         return int(self.id.size)
 
+    def insert(self, pos: I64, other: _Pool) -> _Pool:
+        """`other`'s requests inserted before the positions `pos` (np.insert)."""
+        return _Pool(
+            np.insert(self.id, pos, other.id),
+            np.insert(self.arr, pos, other.arr),
+            np.insert(self.inp, pos, other.inp),
+            np.insert(self.out, pos, other.out),
+            np.insert(self.cached, pos, other.cached),
+            np.insert(self.win, pos, other.win),
+            np.insert(self.pod, pos, other.pod),
+            np.insert(self.cold, pos, other.cold),
+            np.insert(self.reserve, pos, other.reserve),
+            np.insert(self.ftt, pos, other.ftt),
+            np.insert(self.rem, pos, other.rem),
+        )
+
+    def delete(self, idx: I64) -> _Pool:
+        return _Pool(
+            np.delete(self.id, idx),
+            np.delete(self.arr, idx),
+            np.delete(self.inp, idx),
+            np.delete(self.out, idx),
+            np.delete(self.cached, idx),
+            np.delete(self.win, idx),
+            np.delete(self.pod, idx),
+            np.delete(self.cold, idx),
+            np.delete(self.reserve, idx),
+            np.delete(self.ftt, idx),
+            np.delete(self.rem, idx),
+        )
+
+    def slice(self, a: int, b: int) -> _Pool:
+        return _Pool(
+            self.id[a:b],
+            self.arr[a:b],
+            self.inp[a:b],
+            self.out[a:b],
+            self.cached[a:b],
+            self.win[a:b],
+            self.pod[a:b],
+            self.cold[a:b],
+            self.reserve[a:b],
+            self.ftt[a:b],
+            self.rem[a:b],
+        )
+
     def take(self, idx: NDArray[np.generic]) -> _Pool:
-        return _Pool(*(getattr(self, k)[idx] for k in _POOL_FIELDS))
+        return _Pool(
+            self.id[idx],
+            self.arr[idx],
+            self.inp[idx],
+            self.out[idx],
+            self.cached[idx],
+            self.win[idx],
+            self.pod[idx],
+            self.cold[idx],
+            self.reserve[idx],
+            self.ftt[idx],
+            self.rem[idx],
+        )
 
     def cat(self, other: _Pool) -> _Pool:
         if self.size == 0:
             return other
         if other.size == 0:
             return self
-        return _Pool(*(np.concatenate([getattr(self, k), getattr(other, k)]) for k in _POOL_FIELDS))
-
-
-_POOL_FIELDS = tuple(_Pool.__dataclass_fields__)
+        cat = np.concatenate
+        return _Pool(
+            cat((self.id, other.id)),
+            cat((self.arr, other.arr)),
+            cat((self.inp, other.inp)),
+            cat((self.out, other.out)),
+            cat((self.cached, other.cached)),
+            cat((self.win, other.win)),
+            cat((self.pod, other.pod)),
+            cat((self.cold, other.cold)),
+            cat((self.reserve, other.reserve)),
+            cat((self.ftt, other.ftt)),
+            cat((self.rem, other.rem)),
+        )
 
 
 def least_loaded(load: I64, k: int) -> I64:
@@ -296,6 +367,14 @@ def least_loaded(load: I64, k: int) -> I64:
     currently least-loaded pod (ties: the lowest position), as one vectorised step."""
     if k == 0:
         return np.zeros(0, dtype=np.int64)
+    if k <= 4:  # a few arrivals: one argmin each is cheaper
+        work = load.copy()
+        picks = np.empty(k, dtype=np.int64)
+        for i in range(k):
+            j = int(np.argmin(work))
+            picks[i] = j
+            work[j] += 1
+        return picks
     lo = int(load.min())
     hi = lo + k  # at level hi the least-loaded pod alone offers k + 1 slots
     while lo < hi:  # smallest level L whose slots (levels load..L of every pod) >= k
@@ -313,6 +392,28 @@ def least_loaded(load: I64, k: int) -> I64:
     return out
 
 
+def _add_counts(target: I64, idx: I64, sign: int = 1) -> None:
+    """target[idx] += sign for every element of idx (idx spans few distinct values)."""
+    if idx.size == 0:
+        return
+    first = int(idx[0])
+    if idx.size == 1 or (idx == first).all():
+        target[first] += sign * idx.size
+        return
+    lo = int(idx.min())
+    counts = np.bincount(idx - lo)
+    target[lo : lo + counts.size] += sign * counts
+
+
+def _run_starts(keys: I64) -> NDArray[np.bool_]:
+    """True where a sorted key array starts a new run of equal keys."""
+    out = np.empty(keys.size, dtype=bool)
+    if keys.size:
+        out[0] = True
+        np.not_equal(keys[1:], keys[:-1], out=out[1:])
+    return out
+
+
 def _segment_starts(keys: I64) -> I64:
     """For each element of a sorted key array, the index where its key's run starts."""
     out: I64 = np.searchsorted(keys, keys, side="left")
@@ -326,8 +427,8 @@ def _group_p99(win: I64, values: F64, n: int) -> F64:
         return out
     order = np.lexsort((values, win))
     w, v = win[order], values[order]
-    starts = np.flatnonzero(np.r_[True, w[1:] != w[:-1]])
-    counts = np.diff(np.r_[starts, w.size])
+    starts = np.flatnonzero(_run_starts(w))
+    counts = np.diff(np.append(starts, w.size))
     pick = starts + np.ceil(0.99 * (counts - 1)).astype(np.int64)
     out[w[starts]] = v[pick]
     return out
@@ -434,12 +535,17 @@ class _Engine:
         self.alive = np.zeros(cap, dtype=bool)
         self.initial = np.zeros(cap, dtype=bool)
         self.n_ids = 0
+        self._alive_ids: I64 | None = None
+        self.draining: list[int] = []  # removed replicas still finishing their requests
         self.rr = 0
+        self.admit_due = True
+        self.n_active = 0  # live requests in `active` (finished ones are tombstones)
         self.startups: list[float] = []
         # Requests in flight: held by the gateway (no pod serving), queued in a pod,
         # admitted (prefilling or decoding).
         self.gateway = _Pool.empty()
         self.queued = _Pool.empty()
+        self.qkey = np.zeros(0, dtype=np.int64)
         self.active = _Pool.empty()
         # Scrapes: counters (cumulative output / prompt tokens) and per-pod gauges.
         self.cum_out = 0.0
@@ -472,8 +578,9 @@ class _Engine:
     # -- replicas ---------------------------------------------------------------------
 
     def alive_ids(self) -> I64:
-        out: I64 = np.flatnonzero(self.alive[: self.n_ids])
-        return out
+        if self._alive_ids is None:
+            self._alive_ids = np.flatnonzero(self.alive[: self.n_ids])
+        return self._alive_ids
 
     def _create(self, now: float, *, startup: float | None = None, initial: bool = False) -> None:
         if self.n_ids == self.created_at.size:
@@ -504,6 +611,7 @@ class _Engine:
         self.pf_free[r] = now
         self.alive[r] = True
         self.initial[r] = initial
+        self._alive_ids = None
 
     def scale_to(self, desired: int, now: float) -> None:
         ids = self.alive_ids()
@@ -516,6 +624,8 @@ class _Engine:
             )
             gone = np.array(order[: ids.size - desired], dtype=np.int64)
             self.alive[gone] = False
+            self._alive_ids = None
+            self.draining += [int(r) for r in gone if self.running[r] > 0]
             # Their queued requests go back to the gateway, which routes them again.
             back = np.isin(self.queued.pod, gone)
             if back.any():
@@ -523,7 +633,8 @@ class _Engine:
                 self.gateway = self.gateway.cat(moved)
                 order_ids = np.argsort(self.gateway.id, kind="stable")
                 self.gateway = self.gateway.take(order_ids)
-                self.queued = self.queued.take(np.flatnonzero(~back))
+                keep = np.flatnonzero(~back)
+                self.queued, self.qkey = self.queued.take(keep), self.qkey[keep]
                 self.waiting[gone] = 0
 
     def serving(self, t: float, gate: bool) -> I64:
@@ -541,7 +652,7 @@ class _Engine:
 
     def _context(self) -> F64:
         a = self.active
-        out: F64 = (a.inp + (a.out - 1) - a.rem.clip(0)).astype(np.float64)
+        out: F64 = a.reserve - 1.0 - np.maximum(a.rem, 0.0)
         return out
 
     def scrape(self, t: float) -> None:
@@ -570,7 +681,7 @@ class _Engine:
             per = np.bincount(self.active.pod, weights=self._context(), minlength=self.n_ids)
             kv = float(per[ready].mean() / self.p.kv_capacity_tokens)
         waiting = float(self.queued.id.size + self.gateway.id.size)
-        return float(self.active.id.size), waiting, kv
+        return float(self.n_active), waiting, kv
 
     # -- requests ---------------------------------------------------------------------
 
@@ -578,7 +689,7 @@ class _Engine:
         """Record finished (or failed: inf) requests for per-window scoring."""
         excess = ttft - self.slo.ttft_target(inp.astype(np.float64))
         self.fin_buf.append((win, ttft, tpot, excess))
-        self.outstanding -= np.bincount(win, minlength=self.n_windows)
+        _add_counts(self.outstanding, win, -1)
         if self.keep:
             self.ttft[ids] = ttft
             self.tpot[ids] = tpot
@@ -618,7 +729,9 @@ class _Engine:
         if serving.size == 0:
             self.gateway = self.gateway.cat(incoming)
             return
-        if self.routing == "round-robin":
+        if serving.size == 1:
+            pos = np.zeros(k, dtype=np.int64)
+        elif self.routing == "round-robin":
             pos = (self.rr + np.arange(k)) % serving.size
             self.rr = (self.rr + k) % serving.size
         else:
@@ -627,7 +740,27 @@ class _Engine:
         pods = serving[pos]
         incoming.pod = pods
         self.waiting += np.bincount(pods, minlength=self.waiting.size)
-        self.queued = self.queued.cat(incoming)
+        self._enqueue(incoming)
+        self.admit_due = True
+
+    def _enqueue(self, incoming: _Pool) -> None:
+        """Insert into the pods' queues, kept as one pool sorted by (pod, request id): each
+        pod's queue is a FIFO run, and a long backlog is never re-sorted."""
+        key = incoming.pod * _KEY_POD + incoming.id
+        if key.size > 1 and np.any(key[1:] < key[:-1]):
+            order = np.argsort(key, kind="stable")
+            incoming, key = incoming.take(order), key[order]
+        if self.queued.size == 0:
+            self.queued, self.qkey = incoming, key
+            return
+        if self.queued.size <= 4 * ADMIT_SCAN:  # short: join and sort (cheaper than insert)
+            q, k = self.queued.cat(incoming), np.concatenate((self.qkey, key))
+            order = np.argsort(k, kind="stable")
+            self.queued, self.qkey = q.take(order), k[order]
+            return
+        pos = np.searchsorted(self.qkey, key)
+        self.queued = self.queued.insert(pos, incoming)
+        self.qkey = np.insert(self.qkey, pos, key)
 
     def _admit(self, t0: float, t1: float) -> F64:
         """Admit from every pod's queue what fits; returns per-pod prefill seconds inside
@@ -635,63 +768,98 @@ class _Engine:
         m = self.n_ids
         pf_tick = np.clip(self.pf_free[:m] - t0, 0.0, self.dt)
         q = self.queued
-        if q.id.size == 0:
+        if q.id.size == 0 or not self.admit_due:
             return pf_tick
+        # Nothing changes the outcome until a request arrives, one finishes or pods change.
+        self.admit_due = False
         p = self.p
-        key = q.pod * (1 << 34) + q.id
-        order = np.argsort(key, kind="stable")
-        q = q.take(order)
         pod = q.pod
-        seg = _segment_starts(pod)
-        rank = np.arange(pod.size) - seg
-        reserve = (q.inp + q.out).astype(np.float64)
+        if q.size <= ADMIT_SCAN:
+            # A short queue: every request is a candidate.
+            cand = None
+            cpod, reserve = pod, q.reserve
+        else:
+            # Only the first ADMIT_SCAN requests of each pod's queue are candidates this
+            # tick: a long backlog costs O(its length) once, not in every step below.
+            starts = np.flatnonzero(_run_starts(pod))
+            lengths = np.diff(np.append(starts, pod.size))
+            h = np.minimum(lengths, ADMIT_SCAN)
+            cand = np.repeat(starts, h) + (np.arange(int(h.sum())) - np.repeat(np.cumsum(h) - h, h))
+            cpod, reserve = pod[cand], q.reserve[cand]
+        seg = _segment_starts(cpod)
+        rank = np.arange(cpod.size) - seg
         cs = np.cumsum(reserve)
         cs_seg = cs - (cs[seg] - reserve[seg])
-        free_kv = p.kv_capacity_tokens - self.reserved[pod]
-        free_slots = p.max_batch - self.running[pod]
-        ok = (cs_seg <= free_kv) & (rank < free_slots)
-        if not ok.any():
-            self.queued = q
+        free_kv = p.kv_capacity_tokens - self.reserved[cpod]
+        free_slots = p.max_batch - self.running[cpod]
+        ok_c = (cs_seg <= free_kv) & (rank < free_slots)
+        if not ok_c.any():
             return pf_tick
-        adm = np.flatnonzero(ok)
-        a = q.take(adm)
-        self.queued = q.take(np.flatnonzero(~ok))
+        # A queue longer than the scan may admit more next tick.
+        self.admit_due = cand is not None and bool((ok_c & (rank == ADMIT_SCAN - 1)).any())
+        adm = np.flatnonzero(ok_c) if cand is None else cand[ok_c]
+        if adm.size == q.size:
+            a = q
+            self.queued, self.qkey = _Pool.empty(), np.zeros(0, dtype=np.int64)
+        else:
+            a = q.take(adm)
+            if q.size <= 4 * ADMIT_SCAN:
+                rest = np.ones(q.size, dtype=bool)
+                rest[adm] = False
+                keep = np.flatnonzero(rest)
+                self.queued, self.qkey = q.take(keep), self.qkey[keep]
+            else:
+                self.queued, self.qkey = q.delete(adm), np.delete(self.qkey, adm)
+        distinct = a.size == 1 or int(np.bincount(a.pod).max()) == 1
         apod = a.pod
         at = np.maximum(a.arr, t0)
         cold = at < self.warm_at[apod]
-        d = p.prefill_s((a.inp - a.cached).astype(np.float64)) * np.where(
-            cold, p.cold_slowdown, 1.0
-        )
-        # FIFO prefill per pod: ftt_j = max(at_j, ftt_{j-1}) + d_j, a segmented max-plus
-        # scan done with per-segment offsets on a cumulative max.
-        aseg = _segment_starts(apod)
-        dcs = np.cumsum(d)
-        big_d = dcs - (dcs[aseg] - d[aseg])  # inclusive cumsum of d within the pod
-        x = (at - t0) - big_d + d
-        g = np.cumsum(np.r_[True, apod[1:] != apod[:-1]]) - 1
-        span = float(np.ptp(x)) + 1.0 if x.size else 1.0
-        mx = np.maximum.accumulate(x + g * span) - g * span
-        f0 = self.pf_free[apod] - t0
-        ftt = t0 + big_d + np.maximum(f0, mx)
-        start = ftt - d
-        last = np.r_[apod[1:] != apod[:-1], True]
-        self.pf_free[apod[last]] = ftt[last]
+        d = p.prefill_s((a.inp - a.cached).astype(np.float64))
+        n_cold = int(np.count_nonzero(cold))
+        if n_cold:
+            d = d * np.where(cold, p.cold_slowdown, 1.0)
+        if distinct:
+            start = np.maximum(at, self.pf_free[apod])
+            ftt = start + d
+            self.pf_free[apod] = ftt
+        else:
+            # FIFO prefill per pod: ftt_j = max(at_j, ftt_{j-1}) + d_j, a segmented
+            # max-plus scan done with per-segment offsets on a cumulative max.
+            aseg = _segment_starts(apod)
+            dcs = np.cumsum(d)
+            big_d = dcs - (dcs[aseg] - d[aseg])  # inclusive cumsum of d within the pod
+            x = (at - t0) - big_d + d
+            new_run = _run_starts(apod)
+            g = np.cumsum(new_run) - 1
+            span = float(np.ptp(x)) + 1.0
+            mx = np.maximum.accumulate(x + g * span) - g * span
+            f0 = self.pf_free[apod] - t0
+            ftt = t0 + big_d + np.maximum(f0, mx)
+            start = ftt - d
+            last = np.append(new_run[1:], True)
+            self.pf_free[apod[last]] = ftt[last]
         overlap = np.clip(np.minimum(ftt, t1) - np.maximum(start, t0), 0.0, None)
-        pf_tick += np.bincount(apod, weights=overlap, minlength=m)[:m]
-        n_adm = np.bincount(apod, minlength=self.waiting.size)
-        self.waiting -= n_adm
-        self.running += n_adm
-        self.reserved += np.bincount(apod, weights=reserve[adm], minlength=self.reserved.size)
+        if distinct:  # one admission per pod: plain fancy-index updates
+            pf_tick[apod] += overlap
+            self.waiting[apod] -= 1
+            self.running[apod] += 1
+            self.reserved[apod] += a.reserve
+        else:
+            pf_tick += np.bincount(apod, weights=overlap, minlength=m)[:m]
+            n_adm = np.bincount(apod, minlength=self.waiting.size)
+            self.waiting -= n_adm
+            self.running += n_adm
+            self.reserved += np.bincount(apod, weights=a.reserve, minlength=self.reserved.size)
         ttft = ftt - a.arr
-        self.cold_requests += int(np.count_nonzero(cold))
+        self.cold_requests += n_cold
         if self.keep:
             self.cold[a.id] = cold
-        self.ev_ttft.append((float(ftt.max()), ftt, ttft))
+        self.ev_ttft.append((float(ftt.max()), ftt.copy(), ttft))
         a.cold = cold
-        a.reserve = reserve[adm]
         a.ftt = ftt
         a.rem = (a.out - 1).astype(np.float64)
         self.active = self.active.cat(a)
+        self.n_active += a.id.size
         return pf_tick
 
     def step(self, gate: bool) -> None:
@@ -701,8 +869,8 @@ class _Engine:
         serving = self.serving(t0, gate)
         incoming = self.feed.take(t1)
         if incoming.id.size:
-            self.arrived += np.bincount(incoming.win, minlength=self.n_windows)
-            self.outstanding += np.bincount(incoming.win, minlength=self.n_windows)
+            _add_counts(self.arrived, incoming.win)
+            _add_counts(self.outstanding, incoming.win)
             too_long = incoming.inp + incoming.out > p.kv_capacity_tokens
             if too_long.any():
                 bad = incoming.take(np.flatnonzero(too_long))
@@ -721,7 +889,8 @@ class _Engine:
             m = self.n_ids
             rids, ftt, before = a.pod, a.ftt, a.rem
             decoding = ftt < t1
-            ctx = (a.inp + (a.out - 1) - before.clip(0)).astype(np.float64)
+            left = np.maximum(before, 0.0)
+            ctx = a.reserve - 1.0 - left
             batch = np.bincount(rids, weights=decoding, minlength=m)
             context = np.bincount(rids, weights=np.where(decoding, ctx, 0.0), minlength=m)
             busy = pf_tick[:m] * (1.0 / self.dt)
@@ -735,11 +904,12 @@ class _Engine:
             gen = np.where(decoding, tau, 0.0) / req_itl
             after = before - gen
             first = decoding & (ftt >= t0)
-            tokens = float(np.minimum(gen, np.maximum(before, 0.0)).sum())
+            tokens = float(np.minimum(gen, left).sum())
             tokens += float(np.count_nonzero(first))
             self.cum_in += float(a.inp[first].sum())
             done = decoding & (after <= 0.0)
             if done.any():
+                self.admit_due = True
                 di = np.flatnonzero(done)
                 fin = np.maximum(t1 + after[di] * req_itl[di], ftt[di])
                 outs = a.out[di]
@@ -750,34 +920,44 @@ class _Engine:
                 dp = rids[di]
                 self.running[:m] -= np.bincount(dp, minlength=m)
                 self.reserved[:m] -= np.bincount(dp, weights=a.reserve[di], minlength=m)
+                # Finished requests become tombstones (never decoding, no context) until
+                # the pool is compacted: cheaper than compacting every tick.
+                after[di] = 0.0
                 a.rem = after
-                self.active = a.take(np.flatnonzero(~done))
+                a.ftt[di] = np.inf
+                a.reserve[di] = 1.0
+                self.n_active -= di.size
+                if a.id.size > 2 * self.n_active + 64:
+                    self.active = a.take(np.flatnonzero(np.isfinite(a.ftt)))
+                if self.draining:
+                    self.draining = [r for r in self.draining if self.running[r] > 0]
             else:
                 a.rem = after
         self.cum_out += tokens
         self.conc[self.tick % self.conc.size] = (
-            self.active.id.size + self.queued.id.size + self.gateway.id.size
+            self.n_active + self.queued.id.size + self.gateway.id.size
         )
         self.tick += 1
 
     def idle(self) -> bool:
         return (
             self.feed.done
-            and self.active.id.size == 0
+            and self.n_active == 0
             and self.queued.id.size == 0
             and self.gateway.id.size == 0
         )
 
     def abandon(self) -> None:
         """Requests still in flight when the replay stops never finish: SLO misses."""
-        for pool in (self.gateway, self.queued, self.active):
+        live = self.active.take(np.flatnonzero(np.isfinite(self.active.ftt)))
+        for pool in (self.gateway, self.queued, live):
             if pool.id.size:
                 inf = np.full(pool.id.size, np.inf)
                 self._finish(pool.win, inf, inf, pool.inp, pool.id)
         while not self.feed.done:
             rest = self.feed.take(math.inf)
-            self.arrived += np.bincount(rest.win, minlength=self.n_windows)
-            self.outstanding += np.bincount(rest.win, minlength=self.n_windows)
+            _add_counts(self.arrived, rest.win)
+            _add_counts(self.outstanding, rest.win)
             inf = np.full(rest.id.size, np.inf)
             self._finish(rest.win, inf, inf, rest.inp, rest.id)
 
@@ -867,7 +1047,7 @@ def run(
             next_decision += policy.interval_s
         if t0 < duration:
             ids = e.alive_ids()
-            draining = int(np.count_nonzero((~e.alive[: e.n_ids]) & (e.running[: e.n_ids] > 0)))
+            draining = len(e.draining)
             replica_seconds += dt * (ids.size + draining)
             if e.tick % every == 0:
                 run_, wait, kv = e.totals()

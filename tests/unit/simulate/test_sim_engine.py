@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import tracemalloc
+from pathlib import Path
+
 import numpy as np
 import pytest
 
-from modelscale.simulate import engine, figures, suite
+from modelscale.simulate import engine, figures, suite, trace
 from modelscale.simulate.engine import View
 from modelscale.simulate.replica import ReplicaParams, Slo
 from modelscale.simulate.trace import Trace
@@ -122,3 +125,169 @@ def test_request_and_window_attainment() -> None:
     assert f.slo_attainment_requests == pytest.approx(2 / 3)
     assert f.slo_attainment_windows == pytest.approx(0.5)  # minute 0 fails, minute 1 meets
     assert f.excess_over_oracle == pytest.approx(1.0)
+
+
+class Spy:
+    """Holds `replicas` and records what the View shows at each decision."""
+
+    warmup_gate = True
+
+    def __init__(self, replicas: int, *, interval_s: float = 15.0) -> None:
+        self.name = "spy"
+        self.replicas, self.interval_s = replicas, interval_s
+        self.seen: list[dict[str, object]] = []
+
+    def decide(self, view: View) -> int:
+        self.seen.append(
+            {
+                "now": view.now,
+                "sample_time": view.sample_time,
+                "running": view.running_requests(),
+                "waiting": view.waiting_requests(),
+                "kv": view.kv_cache_usage(),
+                "horizon": view.observed_horizon(),
+            }
+        )
+        return self.replicas
+
+
+def alternating(rate: float, duration: float) -> Trace:
+    """Every other request is long (1,000 output tokens), the rest short (10)."""
+    n = int(rate * duration)
+    out = np.where(np.arange(n) % 2 == 0, 1000, 10).astype(np.int64)
+    return Trace("alt", np.arange(n) / rate, np.full(n, 100, dtype=np.int64), out, duration)
+
+
+def test_least_loaded_balances_what_round_robin_piles_up() -> None:
+    # Two pods, alternating long and short requests: round-robin sends every long request
+    # to the same pod; least-loaded (fewest in flight) spreads them.
+    tr = alternating(4.0, 300.0)
+    imbalance, p99_tpot = {}, {}
+    for routing in engine.ROUTING:
+        spy = Spy(2)
+        result = engine.run(tr, spy, params=ReplicaParams(), initial_replicas=2, routing=routing)
+        per_pod = [s["running"].per_pod for s in spy.seen if s["now"] >= 120]  # type: ignore[union-attr]
+        imbalance[routing] = float(np.mean([max(p) - min(p) for p in per_pod]))
+        p99_tpot[routing] = figures.p99(result.tpot)
+    assert imbalance["round-robin"] > 20
+    assert imbalance["least-loaded"] < 5
+    assert p99_tpot["round-robin"] > p99_tpot["least-loaded"]
+    with pytest.raises(ValueError, match="routing must be one of"):
+        engine.run(tr, Spy(2), params=ReplicaParams(), initial_replicas=2, routing="random")
+
+
+@pytest.mark.parametrize("scrape_s", [15.0, 30.0])
+def test_metrics_lag_by_up_to_one_scrape_interval(scrape_s: float) -> None:
+    tr = poisson(2.0, 400)
+    spy = Spy(1, interval_s=10.0)
+    engine.run(tr, spy, params=ReplicaParams(), initial_replicas=1, scrape_s=scrape_s)
+    lags = [float(s["now"]) - float(s["sample_time"]) for s in spy.seen]  # type: ignore[arg-type]
+    assert min(lags) >= 0 and max(lags) < scrape_s
+    assert max(lags) > 0.5 * scrape_s  # a decision between scrapes sees the older one
+    # Scrapes fall on their own grid, half an interval out of phase with t = 0.
+    assert {round(float(s["sample_time"]) % scrape_s, 6) for s in spy.seen} == {scrape_s / 2}  # type: ignore[arg-type]
+
+
+def test_a_load_step_shows_only_after_the_next_scrape() -> None:
+    # Nothing, then 3 req/s from t = 100: the first scrape after 100 s is at 112.5.
+    rng = np.random.default_rng(0)
+    n = 900
+    tr = Trace(
+        "step",
+        np.sort(rng.uniform(100.0, 400.0, n)),
+        np.full(n, 200, dtype=np.int64),
+        np.full(n, 100, dtype=np.int64),
+        400.0,
+    )
+    spy = Spy(1, interval_s=1.0)
+    engine.run(tr, spy, params=ReplicaParams(), initial_replicas=1)
+    seen = {float(s["now"]): s for s in spy.seen}  # type: ignore[arg-type]
+    assert seen[112.0]["running"].total == 0  # type: ignore[union-attr]
+    assert seen[113.0]["running"].total > 0  # type: ignore[union-attr]
+    assert 0 < seen[200.0]["kv"].mean < 0.1  # type: ignore[union-attr]
+    assert seen[200.0]["waiting"].total == 0  # type: ignore[union-attr]
+
+
+def test_observed_horizon_is_what_new_replicas_took() -> None:
+    tr = poisson(0.5, 600)
+    spy = Spy(3)
+    result = engine.run(tr, spy, params=ReplicaParams(), initial_replicas=1, seed=4)
+    horizons = [s["horizon"] for s in spy.seen]
+    assert horizons[0] is None  # no replica created during the replay is warm yet
+    last = horizons[-1]
+    assert last == pytest.approx(float(np.median(result.startup_s)) + 20.0)
+
+
+def aggregate_csv(tmp_path: Path, rps: list[float], *, starts: list[int] | None = None) -> Path:
+    starts = starts if starts is not None else [600 * k for k in range(len(rps))]
+    rows = [
+        "window_start_s,total_rps,active_clients,covered_rps,mean_input_tokens,mean_output_tokens"
+    ]
+    rows += [
+        f"{s},{r},1,{r},{200 if r else ''},{20 if r else ''}"
+        for s, r in zip(starts, rps, strict=True)
+    ]
+    path = tmp_path / "agg.csv"
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def test_data_gaps_are_reported_and_not_scored_as_met(tmp_path: Path) -> None:
+    # Window 2 is empty and window 4 is missing from the series (starts jump 1800 -> 3000).
+    path = aggregate_csv(tmp_path, [2.0, 2.0, 0.0, 2.0, 2.0], starts=[0, 600, 1200, 1800, 3000])
+    src = trace.stream(path)
+    assert [(g.start_s, g.end_s) for g in src.gaps] == [(1200.0, 1800.0), (2400.0, 3000.0)]
+    result = engine.run(src, Fixed(2), params=ReplicaParams(), initial_replicas=2, dt=1.0)
+    w = result.windows
+    assert w is not None and w.requests.size == 60
+    gap_minutes = np.flatnonzero(w.gap)
+    assert set(range(20, 30)) | set(range(40, 50)) == set(gap_minutes.tolist())
+    assert not w.met[w.gap].any()
+    assert w.met[~w.gap].all()  # the served windows meet the SLO
+
+
+def test_stream_and_in_memory_replay_agree(tmp_path: Path) -> None:
+    path = aggregate_csv(tmp_path, [3.0, 5.0])
+    streamed = engine.run(
+        trace.stream(path, seed=3), Fixed(2), params=ReplicaParams(), initial_replicas=2
+    )
+    loaded = engine.run(
+        trace.load(path, seed=3), Fixed(2), params=ReplicaParams(), initial_replicas=2
+    )
+    assert streamed.ttft.size == 0 and loaded.ttft.size == loaded.requests
+    assert streamed.requests == loaded.requests
+    assert streamed.replica_seconds == loaded.replica_seconds
+    assert streamed.windows is not None and loaded.windows is not None
+    assert np.array_equal(streamed.windows.p99_ttft, loaded.windows.p99_ttft)
+    assert np.array_equal(streamed.windows.ok_requests, loaded.windows.ok_requests)
+    # The windows' P99s are those of the per-request arrays.
+    first = loaded.ttft[: loaded.windows.requests[0]]
+    assert loaded.windows.p99_ttft[0] == figures.p99(first)
+
+
+def peak_bytes(path: Path) -> tuple[int, int]:
+    tracemalloc.start()
+    result = engine.run(
+        trace.stream(path),
+        Fixed(2),
+        params=ReplicaParams(),
+        initial_replicas=2,
+        dt=5.0,
+        drain_s=60.0,
+    )
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return peak, result.requests
+
+
+def test_streamed_replay_memory_does_not_grow_with_trace_length(tmp_path: Path) -> None:
+    short_dir, long_dir = tmp_path / "short", tmp_path / "long"
+    short_dir.mkdir()
+    long_dir.mkdir()
+    short_peak, short_n = peak_bytes(aggregate_csv(short_dir, [10.0] * 2))  # 20 min
+    long_peak, long_n = peak_bytes(aggregate_csv(long_dir, [10.0] * 12))  # 2 h
+    assert long_n > 5 * short_n
+    # 6x the requests; memory bounded by a chunk and the in-flight requests, not the trace
+    # (per-window arrays grow by 8 B x windows, negligible).
+    assert long_peak < 1.5 * short_peak
+    assert long_peak < 8 * 8 * long_n  # far below one 8-byte array per request field

@@ -107,3 +107,36 @@ def test_bad_traces_say_what_to_fix(
         path.write_text(text)
     with pytest.raises(trace.TraceError, match=message):
         trace.load(path, **kwargs)  # type: ignore[arg-type]
+
+
+def test_stream_gives_the_same_requests_as_load_in_bounded_chunks(tmp_path: Path) -> None:
+    path = write(tmp_path, "agg.csv.gz", AGGREGATE, gz=True)
+    src = trace.stream(path, seed=7, rate_scale=10.0, start_s=300, duration_s=900)
+    assert isinstance(src, trace.TraceStream)
+    chunks = list(src.chunks())
+    assert all(c.arrival_s.max() - c.arrival_s.min() < trace.CHUNK_S for c in chunks)
+    loaded = trace.load(path, seed=7, rate_scale=10.0, start_s=300, duration_s=900)
+    assert np.array_equal(np.concatenate([c.arrival_s for c in chunks]), loaded.arrival_s)
+    assert np.array_equal(np.concatenate([c.input_tokens for c in chunks]), loaded.input_tokens)
+    assert np.all(np.diff(loaded.arrival_s) >= 0)
+    assert loaded.duration_s == 900 and loaded.arrival_s.max() < 900
+    # Expected count: 300 s at 20 req/s + 600 s at 40 req/s (rate x10).
+    assert src.expected_requests == pytest.approx(30_000)
+    assert abs(loaded.requests - 30_000) < 800
+
+
+def test_aggregate_gaps_are_reported(tmp_path: Path) -> None:
+    tr = trace.load(write(tmp_path, "agg.csv", AGGREGATE, gz=False))
+    assert tr.gaps == (trace.Gap(1200.0, 1800.0),)  # the window with no requests
+    sliced = trace.load(write(tmp_path, "agg.csv", AGGREGATE, gz=False), duration_s=900)
+    assert sliced.gaps == ()
+
+
+def test_per_request_cached_tokens_column_is_read(tmp_path: Path) -> None:
+    text = "t_s,input_tokens,output_tokens,cached_tokens\n0.0,100,10,64\n1.0,50,5,80\n"
+    tr = trace.load(write(tmp_path, "t.csv", text, gz=False))
+    assert tr.cached_tokens is not None
+    # A hit never covers the whole prompt: at least one token is computed.
+    assert tr.cached_tokens.tolist() == [64, 49]
+    plain = trace.load(write(tmp_path, "p.csv", PER_REQUEST, gz=False))
+    assert plain.cached_tokens is None
