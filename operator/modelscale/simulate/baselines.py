@@ -342,7 +342,9 @@ class AibrixApa:
     scale-up (0 s) and scale-down (300 s) windows; a scale-up takes the *highest*
     recommendation of the scale-up window, a scale-down the *lowest* of the 300 s
     scale-down window (so it does not delay a scale-down; it repeats the lowest recent
-    one), and no change returns the current count.
+    one), and no change returns the current count. There is no allowance for pods still
+    starting (no pending-replica guard in AIBrix's history): until new pods answer, the
+    per-pod mean stays high and each resync can double the count again.
     """
 
     interval_s = 10.0
@@ -387,8 +389,8 @@ class AibrixApa:
         window's average, or None when no snapshot is in the window."""
         if pods > 0:
             self.samples.append((now, total / pods))
-        while self.samples and self.samples[0][0] <= now - self.window_s:
-            self.samples.popleft()
+        while self.samples and self.samples[0][0] < now - self.window_s:
+            self.samples.popleft()  # TimeWindow.Record keeps buckets >= now - duration
         if not self.samples:
             return None
         return sum(v for _, v in self.samples) / len(self.samples)
@@ -409,9 +411,11 @@ class AibrixApa:
     def decide(self, view: View) -> int:
         current = view.created
         ready = min(view.container_ready, current)
-        use = self.observe(now=view.now, total=self.metric(view) if ready else 0.0, pods=ready)
+        if ready == 0:
+            return current  # "failed to collect metrics from all pods": no scaling
+        use = self.observe(now=view.now, total=self.metric(view), pods=ready)
         if use is None:
-            return current  # no metrics: the controller reports an error and holds
+            return current
         raw = self.compute(current=current, use_per_pod=use)
         return max(1, self.stabilize(now=view.now, recommendation=raw, current=current))
 
