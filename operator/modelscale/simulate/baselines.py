@@ -35,19 +35,28 @@ def output_token_rate_10s(view: View) -> float:
     return view.token_rate(window_s=10.0)
 
 
+def _gauge_total(view: View, name: str) -> float | None:
+    """Sum over the scraped pods of the View's per-pod gauge `name`, when the View has it
+    (a `PodMetric` with `.total`, or a plain number); None when it does not."""
+    method = getattr(view, name, None)
+    if not callable(method):
+        return None
+    value = method()
+    total = getattr(value, "total", value)
+    return float(total)
+
+
 def _running(view: View) -> float:
-    method = getattr(view, "running_requests", None)
-    if callable(method):
-        return float(method())
-    # Fallback until the View reports it: everything in flight minus the gateway queue.
-    return max(0.0, view.concurrency(window_s=0.0) - view.queue_depth)
+    total = _gauge_total(view, "running_requests")
+    if total is not None:
+        return total
+    # Fallback for a View without pod gauges: everything in flight minus the queue.
+    return max(0.0, view.concurrency(window_s=view._e.dt) - view.queue_depth)
 
 
 def _waiting(view: View) -> float:
-    method = getattr(view, "waiting_requests", None)
-    if callable(method):
-        return float(method())
-    return float(view.queue_depth)
+    total = _gauge_total(view, "waiting_requests")
+    return float(view.queue_depth) if total is None else total
 
 
 def running_requests(view: View) -> float:
@@ -67,15 +76,12 @@ def in_flight_requests(view: View) -> float:
 
 def kv_cache_usage_sum(*, fallback_per_running: float) -> Metric:
     """sum over pods of vllm:kv_cache_usage_perc (a 0..1 fraction per pod; AIBrix calls it
-    gpu_cache_usage_perc). Until the View reports KV use, it is estimated as
+    gpu_cache_usage_perc). On a View without KV gauges it is estimated as
     `fallback_per_running` x running sequences (the load test's KV use per sequence)."""
 
     def metric(view: View) -> float:
-        method = getattr(view, "kv_cache_usage", None)
-        if callable(method):
-            # The View reports the mean fraction over the pods that serve.
-            return float(method()) * max(1, view.container_ready)
-        return fallback_per_running * _running(view)
+        total = _gauge_total(view, "kv_cache_usage")
+        return fallback_per_running * _running(view) if total is None else total
 
     return metric
 

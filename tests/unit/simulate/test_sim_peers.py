@@ -143,26 +143,19 @@ def test_queue_threshold_peer_waits_for_a_queue(step_runs: dict[str, engine.RunR
     assert result.replicas[result.times > 600].max() >= 2
 
 
-def test_running_requests_fallback_is_in_flight_minus_queue() -> None:
+def test_running_and_waiting_requests_under_overload() -> None:
     tr = step_trace(low=30.0, high=30.0, at=100.0, duration=200.0)
-    seen: list[tuple[float, float, float]] = []
+    seen: list[tuple[float, float]] = []
 
     class Probe:
         name, interval_s, warmup_gate = "probe", 20.0, True
 
         def decide(self, view: engine.View) -> int:
-            seen.append(
-                (
-                    baselines.running_requests(view),
-                    baselines.waiting_requests(view),
-                    view.concurrency(window_s=0.0),
-                )
-            )
+            seen.append((baselines.running_requests(view), baselines.waiting_requests(view)))
             return 1
 
     engine.run(tr, Probe(), params=ReplicaParams(max_batch=8), initial_replicas=1)
     assert seen
-    for running, waiting, in_flight in seen:
-        assert running <= 8  # a batch never holds more than max_batch
-        assert running + waiting == pytest.approx(in_flight)
-    assert any(w > 0 for _, w, _ in seen)  # 30 req/s overloads one 8-slot replica
+    assert all(0 <= running <= 8 and waiting >= 0 for running, waiting in seen)
+    assert all(running >= 1 for running, _ in seen)  # the pod is never idle
+    assert any(waiting > 0 for _, waiting in seen)  # 30 req/s overloads 8 slots
