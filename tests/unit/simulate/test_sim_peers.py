@@ -114,13 +114,41 @@ def step_trace(*, low: float, high: float, at: float, duration: float, seed: int
     )
 
 
+def probe_sizing() -> peers.Sizing:
+    """The sizing a load test would give for 1,000 tok/s per replica: one replica at
+    10 req/s x 100 output tokens, its running requests and KV use read the way the peers
+    read them (the engine's gauges, or their fallbacks)."""
+    tr = step_trace(low=10.0, high=10.0, at=150.0, duration=300.0)
+    kv_metric = baselines.kv_cache_usage_sum(fallback_per_running=SIZING.kv_per_running)
+    seen: list[tuple[float, float]] = []
+
+    class Probe:
+        name, interval_s, warmup_gate = "probe", 15.0, True
+
+        def decide(self, view: engine.View) -> int:
+            if view.now >= 120.0:
+                seen.append((baselines.running_requests(view), kv_metric(view)))
+            return 1
+
+    engine.run(tr, Probe(), params=ReplicaParams(), initial_replicas=1)
+    running = float(np.mean([r for r, _ in seen]))
+    kv = float(np.mean([k for _, k in seen]))
+    return peers.Sizing(
+        tokens_per_s=1000.0,
+        concurrency=SIZING.concurrency,
+        running_per_replica=max(running, 0.1),
+        kv_usage=min(1.0, max(kv, 1e-6)),
+    )
+
+
 @pytest.fixture(scope="module")
 def step_runs() -> dict[str, engine.RunResult]:
     # One replica sustains ~1,000 tok/s here; the step asks for ~4 replicas' worth.
+    sizing = probe_sizing()
     tr = step_trace(low=4.0, high=40.0, at=240.0, duration=900.0)
     return {
         name: engine.run(
-            tr, peers.build(name, sizing=SIZING), params=ReplicaParams(), initial_replicas=1
+            tr, peers.build(name, sizing=sizing), params=ReplicaParams(), initial_replicas=1
         )
         for name in NON_DYNAMO
     }
