@@ -35,19 +35,28 @@ def output_token_rate_10s(view: View) -> float:
     return view.token_rate(window_s=10.0)
 
 
+def _gauge_total(view: View, name: str) -> float | None:
+    """Sum over the scraped pods of the View's per-pod gauge `name`, when the View has it
+    (a `PodMetric` with `.total`, or a plain number); None when it does not."""
+    method = getattr(view, name, None)
+    if not callable(method):
+        return None
+    value = method()
+    total = getattr(value, "total", value)
+    return float(total)
+
+
 def _running(view: View) -> float:
-    method = getattr(view, "running_requests", None)
-    if callable(method):
-        return float(method())
-    # Fallback until the View reports it: everything in flight minus the gateway queue.
-    return max(0.0, view.concurrency(window_s=0.0) - view.queue_depth)
+    total = _gauge_total(view, "running_requests")
+    if total is not None:
+        return total
+    # Fallback for a View without pod gauges: everything in flight minus the queue.
+    return max(0.0, view.concurrency(window_s=view._e.dt) - view.queue_depth)
 
 
 def _waiting(view: View) -> float:
-    method = getattr(view, "waiting_requests", None)
-    if callable(method):
-        return float(method())
-    return float(view.queue_depth)
+    total = _gauge_total(view, "waiting_requests")
+    return float(view.queue_depth) if total is None else total
 
 
 def running_requests(view: View) -> float:
@@ -67,15 +76,12 @@ def in_flight_requests(view: View) -> float:
 
 def kv_cache_usage_sum(*, fallback_per_running: float) -> Metric:
     """sum over pods of vllm:kv_cache_usage_perc (a 0..1 fraction per pod; AIBrix calls it
-    gpu_cache_usage_perc). Until the View reports KV use, it is estimated as
+    gpu_cache_usage_perc). On a View without KV gauges it is estimated as
     `fallback_per_running` x running sequences (the load test's KV use per sequence)."""
 
     def metric(view: View) -> float:
-        method = getattr(view, "kv_cache_usage", None)
-        if callable(method):
-            # The View reports the mean fraction over the pods that serve.
-            return float(method()) * max(1, view.container_ready)
-        return fallback_per_running * _running(view)
+        total = _gauge_total(view, "kv_cache_usage")
+        return fallback_per_running * _running(view) if total is None else total
 
     return metric
 
@@ -342,7 +348,9 @@ class AibrixApa:
     scale-up (0 s) and scale-down (300 s) windows; a scale-up takes the *highest*
     recommendation of the scale-up window, a scale-down the *lowest* of the 300 s
     scale-down window (so it does not delay a scale-down; it repeats the lowest recent
-    one), and no change returns the current count.
+    one), and no change returns the current count. There is no allowance for pods still
+    starting (no pending-replica guard in AIBrix's history): until new pods answer, the
+    per-pod mean stays high and each resync can double the count again.
     """
 
     interval_s = 10.0
@@ -387,8 +395,8 @@ class AibrixApa:
         window's average, or None when no snapshot is in the window."""
         if pods > 0:
             self.samples.append((now, total / pods))
-        while self.samples and self.samples[0][0] <= now - self.window_s:
-            self.samples.popleft()
+        while self.samples and self.samples[0][0] < now - self.window_s:
+            self.samples.popleft()  # TimeWindow.Record keeps buckets >= now - duration
         if not self.samples:
             return None
         return sum(v for _, v in self.samples) / len(self.samples)
@@ -409,9 +417,11 @@ class AibrixApa:
     def decide(self, view: View) -> int:
         current = view.created
         ready = min(view.container_ready, current)
-        use = self.observe(now=view.now, total=self.metric(view) if ready else 0.0, pods=ready)
+        if ready == 0:
+            return current  # "failed to collect metrics from all pods": no scaling
+        use = self.observe(now=view.now, total=self.metric(view), pods=ready)
         if use is None:
-            return current  # no metrics: the controller reports an error and holds
+            return current
         raw = self.compute(current=current, use_per_pod=use)
         return max(1, self.stabilize(now=view.now, recommendation=raw, current=current))
 

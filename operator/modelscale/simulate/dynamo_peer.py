@@ -144,14 +144,27 @@ class Traffic:
 
 def frontend_traffic(view: View, *, window_s: float) -> Traffic:
     """increase(dynamo_frontend_requests_total[window]) and the input/output-length
-    histogram means over the same window, at the newest scrape. Reads the engine's
-    per-request record, as `View.p99` and `ours.prompt_token_rate` do."""
-    e = view._e
-    s = view.now - SCRAPE_INTERVAL_S
+    histogram means over the same window, at the newest scrape.
+
+    Neither is a View method yet, so this reads the engine's own record, as `View.p99`
+    does: with a per-request record (an in-memory trace) the requests that arrived in the
+    window and the lengths of those that finished in it; with a streamed engine that
+    keeps per-window arrival counts and scraped token counters instead, the arrivals of
+    the scoring windows inside the interval and the prompt/output tokens the counters
+    gained per request."""
+    e: Any = view._e
+    if hasattr(e, "trace") and hasattr(e, "finish"):
+        return _traffic_from_requests(e, now=view.now, window_s=window_s)
+    if hasattr(e, "arrived") and hasattr(e, "scrape_out"):
+        return _traffic_from_counters(e, now=view.now, window_s=window_s)
+    raise TypeError("dynamo-*: this engine's View reports no request counts for the planner")
+
+
+def _traffic_from_requests(e: Any, *, now: float, window_s: float) -> Traffic:
+    s = now - SCRAPE_INTERVAL_S
     arrivals = e.trace.arrival_s
     lo = int(np.searchsorted(arrivals, s - window_s, side="right"))
     hi = int(np.searchsorted(arrivals, s, side="right"))
-    num_req = float(hi - lo)
     first = int(np.searchsorted(arrivals, s - window_s - 3600.0))
     done = (e.finish[first:hi] > s - window_s) & (e.finish[first:hi] <= s)
     if done.any():
@@ -159,7 +172,20 @@ def frontend_traffic(view: View, *, window_s: float) -> Traffic:
         osl = float(e.trace.output_tokens[first:hi][done].mean())
     else:
         isl = osl = math.nan
-    return Traffic(duration_s=window_s, num_req=num_req, isl=isl, osl=osl)
+    return Traffic(duration_s=window_s, num_req=float(hi - lo), isl=isl, osl=osl)
+
+
+def _traffic_from_counters(e: Any, *, now: float, window_s: float) -> Traffic:
+    width = float(e.window_s)
+    k1 = min(int(now // width), len(e.arrived))
+    k0 = max(0, k1 - round(window_s / width))
+    num_req = float(np.sum(e.arrived[k0:k1]))
+    if not e.scrape_t or num_req == 0:
+        return Traffic(duration_s=window_s, num_req=num_req, isl=math.nan, osl=math.nan)
+    s = e.scrape_t[-1]
+    d_in = e.scrape_in[-1] - e.counter_at(e.scrape_in, s - window_s)
+    d_out = e.scrape_out[-1] - e.counter_at(e.scrape_out, s - window_s)
+    return Traffic(duration_s=window_s, num_req=num_req, isl=d_in / num_req, osl=d_out / num_req)
 
 
 # ------------------------------------------------------------------------- the peer

@@ -166,8 +166,8 @@ def test_apa_averages_its_snapshots_over_the_180_s_window() -> None:
     apa = baselines.AibrixApa(target_per_pod=100)
     # Snapshots every 10 s at 100 per pod (4 ready pods): on target, no change.
     assert {decide(apa, now=t, rate=400) for t in range(0, 180, 10)} == {4}
-    # A burst to 400 per pod: the window (10..180 s) averages 17 x 100 + 400 over 18
-    # snapshots = 116.7 per pod, 1.17x the target -> ceil(4 x 1.17) = 5, not 8.
+    # A burst to 400 per pod: the window [0, 180] s averages 18 x 100 + 400 over 19
+    # snapshots = 115.8 per pod, 1.16x the target -> ceil(4 x 1.16) = 5, not 8.
     assert decide(apa, now=180, rate=1600) == 5
 
 
@@ -177,14 +177,14 @@ def test_apa_scale_down_takes_the_lowest_recommendation_of_the_window() -> None:
     apa = baselines.AibrixApa(target_per_pod=100, window_s=10)  # one snapshot per window
     eight = {"created": 8, "container_ready": 8}
     assert decide(apa, now=0, **eight, rate=8 * 50) == 4  # 0.5x: ceil(8 x 0.5) = 4
-    assert decide(apa, now=10, **eight, rate=8 * 75) == 4  # raw 6; min(4, 6) = 4
+    assert decide(apa, now=20, **eight, rate=8 * 75) == 4  # raw 6; min(4, 6) = 4
     assert decide(apa, now=301, **eight, rate=8 * 75) == 6  # the 4 has left the window
 
 
 def test_apa_scale_up_is_not_stabilised() -> None:
     apa = baselines.AibrixApa(target_per_pod=100, window_s=10)
     assert decide(apa, now=0, rate=4 * 50) == 2
-    assert decide(apa, now=10, rate=4 * 150) == 6
+    assert decide(apa, now=20, rate=4 * 150) == 6
 
 
 def test_apa_counts_only_pods_that_answer() -> None:
@@ -192,6 +192,14 @@ def test_apa_counts_only_pods_that_answer() -> None:
     # 3x the target -> ceil(8 x 3) = 24, capped at 2 x 8 = 16.
     apa = baselines.AibrixApa(target_per_pod=100)
     assert decide(apa, created=8, container_ready=4, rate=1200) == 16
+
+
+def test_apa_keeps_doubling_while_new_pods_are_still_starting() -> None:
+    # 4 ready at 3x the target; the 4 new pods cannot answer yet, so the next resync sees
+    # the same per-pod mean and doubles again (no pending-replica guard upstream).
+    apa = baselines.AibrixApa(target_per_pod=100, window_s=10)
+    assert decide(apa, now=0, created=4, container_ready=4, rate=1200) == 8
+    assert decide(apa, now=20, created=8, container_ready=4, rate=1200) == 16
 
 
 def test_apa_holds_without_any_metric() -> None:
