@@ -85,10 +85,10 @@ class ForecastError:
 
 @dataclass(frozen=True, slots=True)
 class SloMisses:
-    cut: float = 0.9
+    cut: float = 0.95
     recover: float = 1.01
     calm: float = 0.5
-    floor: float = 0.5
+    floor: float = 0.7
 
     def update(self, correction: float, *, pressure: float | None, demand: bool) -> float:
         """`pressure`: the worst watched P99 as a share of its SLO (None: not measured)."""

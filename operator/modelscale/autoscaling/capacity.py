@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 _NUMBERS = frozenset((int, float, type(None)))
@@ -114,6 +114,10 @@ class CapacityModel:
             state = self.initial(target=target)
         if not (math.isfinite(load) and math.isfinite(p99)) or load < 0.0 or p99 < 0.0:
             return state
+        # Direct evidence: this load per replica was served well within the SLO.
+        calm = self.probe is not None and p99 <= slo * self.grow_below
+        # ... or close to breaking it: the capacity is at most this load.
+        busy = self.probe is not None and p99 > slo * self.knee
         b = min(int(load / self._width(state)), self.bins - 1)
         p99s = list(state.p99)
         ns = list(state.n)
@@ -131,6 +135,11 @@ class CapacityModel:
             capacity=state.capacity,
         )
         if new.total < self.min_points:
+            seen = target if state.capacity is None else state.capacity
+            if calm and load > seen:
+                return replace(new, capacity=float(f"{min(load, self.max_ratio * target):.6g}"))
+            if busy and load < seen:
+                return replace(new, capacity=float(f"{max(load, self.min_ratio * target):.6g}"))
             return new
         curve = self._envelope(new)
         current = target if state.capacity is None else state.capacity
@@ -144,6 +153,10 @@ class CapacityModel:
         bounded = min(
             max(wanted, current * (1.0 - self.max_change)), current * (1.0 + self.max_change)
         )
+        if calm and load > bounded:
+            bounded = min(load, self.max_ratio * target)
+        if busy and load < bounded:
+            bounded = max(load, self.min_ratio * target)
         return CapacityState(
             scale=new.scale,
             p99=new.p99,

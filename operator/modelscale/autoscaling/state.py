@@ -29,7 +29,15 @@ FORECASTER = FORECASTERS["Auto"]
 # down to where P99 crosses `knee` x SLO, or up to `probe` x the heaviest load seen well
 # within it (docs/policy.md: what each bought in the trace benchmark).
 CAPACITY = capacity_mod.CapacityModel(
-    bins=16, bin_fraction=0.2, min_ratio=0.25, max_ratio=4.0, knee=0.6, probe=1.5
+    bins=16,
+    bin_fraction=0.2,
+    min_ratio=0.25,
+    max_ratio=4.0,
+    min_points=8,
+    max_change=0.2,
+    knee=0.9,
+    probe=1.5,
+    grow_below=0.45,
 )
 # PolicyConfig.adaptive False: the spec's value is a ceiling (the model before issue 11).
 CAPACITY_FIXED = capacity_mod.CapacityModel()
