@@ -37,7 +37,9 @@ CAPACITY = capacity_mod.CapacityModel(
     max_change=0.2,
     knee=0.9,
     probe=1.5,
-    grow_below=0.45,
+    grow_below=0.4,
+    forget_every=40,
+    extrapolate=True,
 )
 # PolicyConfig.adaptive False: the spec's value is a ceiling (the model before issue 11).
 CAPACITY_FIXED = capacity_mod.CapacityModel()
