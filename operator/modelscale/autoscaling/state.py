@@ -83,8 +83,13 @@ def load(data: dict[str, Any], *, config: PolicyConfig) -> PolicyModel:
 
 def _parse(data: dict[str, Any], *, config: PolicyConfig) -> PolicyModel:
     target = config.target_tokens_per_replica
-    if not isinstance(data, dict) or data.get("v") != MODEL_VERSION:
+    if not isinstance(data, dict) or data.get("v") not in (1, MODEL_VERSION):
         data = {}
+    elif data.get("v") == 1:
+        # Version 1's capacity bins were cut 0.125 x the target wide: relearned. The
+        # forecaster, the windows and the mix keep their format and what they learned (a
+        # status that is not empty is not bootstrapped from Prometheus again).
+        data = {k: v for k, v in data.items() if k != "cap"}
     since = data.get("since")
     queue = data.get("q")
     ts = data.get("ts")

@@ -229,3 +229,13 @@ def test_zero_demand_scales_down_without_hysteresis(adaptive: bool, within_s: fl
         assert reached is None or reached > 330.0
     else:
         assert reached is not None and reached <= within_s
+
+
+def test_a_version_1_status_keeps_its_forecaster_and_relearns_capacity() -> None:
+    old = replace(CONFIG, adaptive=False)
+    _, st, _ = settle(old, rate=3000.0, replicas=4, p99=0.5, minutes=10)
+    v1 = {**st.model, "v": 1}
+    v1.pop("ad")
+    model = state.load(v1, config=CONFIG)
+    assert model.fc == state.load(st.model, config=old).fc
+    assert model.cap.total == 0  # capacity bins start again at the new layout
