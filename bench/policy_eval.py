@@ -34,6 +34,8 @@ from typing import Any
 from cases import CASES, Case
 
 from modelscale.api.v1alpha1 import ModelDeploymentSpec
+from modelscale.autoscaling import recommender
+from modelscale.autoscaling import state as policy_state
 from modelscale.autoscaling.types import PolicyConfig
 from modelscale.control.scaling import policy_config
 from modelscale.simulate import engine, ours, suite
@@ -46,6 +48,36 @@ PEERS = ("hpa", "keda", "knative-kpa", "aibrix-apa")
 GOAL = 0.99
 START_S = 180.0
 OUT = Path(__file__).resolve().parent / "results"
+
+
+def _ablate(name: str) -> None:
+    """Take one mechanism out of the learning policy (docs/policy.md's ablation table)."""
+    if name == "all":
+        return  # handled by default_config (adaptive=False)
+    if name == "measured-headroom":
+        policy_state.ERRORS = replace(policy_state.ERRORS, min_count=10**9)
+    elif name == "extrapolation":
+        policy_state.CAPACITY = replace(policy_state.CAPACITY, extrapolate=False)
+    elif name == "forgetting":
+        policy_state.CAPACITY = replace(policy_state.CAPACITY, forget_every=0)
+    elif name == "slo-miss-correction":
+        policy_state.MISSES = replace(policy_state.MISSES, cut=1.0)
+    elif name == "step-response":
+        recommender.STEP_GAIN = 0.0
+    elif name == "burst-response":
+        recommender.BURST_CAP = 1.0
+
+
+ABLATIONS = (
+    "all",
+    "measured-headroom",
+    "extrapolation",
+    "forgetting",
+    "slo-miss-correction",
+    "step-response",
+    "burst-response",
+)
+ADAPTIVE = True
 
 
 def default_config(setup: suite.Setup) -> PolicyConfig:
@@ -62,7 +94,7 @@ def default_config(setup: suite.Setup) -> PolicyConfig:
             },
         }
     )
-    return policy_config(spec)
+    return replace(policy_config(spec), adaptive=ADAPTIVE)
 
 
 def first_load_replicas(setup: suite.Setup) -> int:
@@ -171,6 +203,7 @@ def main() -> int:
     parser.add_argument("--peers", action="store_true", help="re-run the peers' sweeps")
     parser.add_argument("--ours", action="store_true", help="also sweep our target factor")
     parser.add_argument("--no-peers", action="store_true", help="only our policy")
+    parser.add_argument("--ablate", choices=ABLATIONS, help="take one mechanism out of ours")
     parser.add_argument("--held-out", action="store_true", help="allow non-tuning cases")
     args = parser.parse_args()
     names = args.case or list(TUNING)
@@ -178,6 +211,10 @@ def main() -> int:
     if held and not args.held_out:
         print(f"refusing held-out cases {held}: pass --held-out only after the freeze commit")
         return 2
+    if args.ablate:
+        global ADAPTIVE  # noqa: PLW0603 (a one-shot switch for this run)
+        ADAPTIVE = args.ablate != "all"
+        _ablate(args.ablate)
     path = OUT / "policy_eval-peers.json"
     cache: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
     for case in CASES:

@@ -36,7 +36,9 @@ class ErrorState(NamedTuple):
 @dataclass(frozen=True, slots=True)
 class ForecastError:
     alpha: float = 0.05  # EWMA weight of one matured forecast
-    z: float = 1.645  # one-sided 95 %
+    # Upside deviations covered. 1.0 (one-sided ~84 %): with 1.645 the tuning traces cost
+    # 1.36-1.71x the oracle instead of 1.29-1.57x, at the same window attainment.
+    z: float = 1.0
     min_count: int = 8
     max_factor: float = 2.5
     keep: int = 40  # pending forecasts kept at most (a horizon of 10 min at 15 s)
@@ -85,10 +87,10 @@ class ForecastError:
 
 @dataclass(frozen=True, slots=True)
 class SloMisses:
-    cut: float = 0.9
+    cut: float = 0.95
     recover: float = 1.01
     calm: float = 0.5
-    floor: float = 0.5
+    floor: float = 0.7
 
     def update(self, correction: float, *, pressure: float | None, demand: bool) -> float:
         """`pressure`: the worst watched P99 as a share of its SLO (None: not measured)."""

@@ -19,6 +19,11 @@ Effective capacity (tokens/s per replica at the SLO):
 - it always stays within [min_ratio, max_ratio] = [0.5, 1.0] x the spec's value: the
   spec is a ceiling, and the model lowers it when P99 shows the spec is optimistic.
 
+The recommender's model (`state.CAPACITY`) sets `probe`, `knee`, `grow_below`,
+`forget_every` and `extrapolate`: the spec's value is then a prior, moved up as well as
+down by the pods' metrics (docs/policy.md); the class defaults keep the ceiling behaviour
+described above (`PolicyConfig.adaptive = False`).
+
 Limits, seen in the trace simulator: the P99 at a 1-minute load per replica also depends
 on the request mix and on bursts (Azure code traffic violates TTFT at low average load),
 and the policy sees one latency signal only, so a TPOT breach under a TTFT SLO is not
@@ -29,7 +34,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 _NUMBERS = frozenset((int, float, type(None)))
@@ -99,6 +104,13 @@ class CapacityModel:
     # ... and only while the fitted P99 at the heaviest load seen is below this share of
     # the SLO: between it and `knee` the capacity holds.
     grow_below: float = 1.0
+    # Every this many observations all bin counts halve, so a bin not seen again drops
+    # out of the fit (below `min_bin_points`) within a few periods: the knee is learned
+    # from recent load, and one busy burst does not pin the capacity for hours once the
+    # fleet no longer runs at that load. 0: never forget.
+    forget_every: int = 0
+    # With no crossing seen, continue the fitted curve to knee x SLO (see observe).
+    extrapolate: bool = False
 
     def initial(self, *, target: float) -> CapacityState:
         return CapacityState(scale=target, p99=(None,) * self.bins, n=(0,) * self.bins)
@@ -114,6 +126,10 @@ class CapacityModel:
             state = self.initial(target=target)
         if not (math.isfinite(load) and math.isfinite(p99)) or load < 0.0 or p99 < 0.0:
             return state
+        # Direct evidence: this load per replica was served well within the SLO.
+        calm = self.probe is not None and p99 <= slo * self.grow_below
+        # ... or close to breaking it: the capacity is at most this load.
+        busy = self.probe is not None and p99 > slo * self.knee
         b = min(int(load / self._width(state)), self.bins - 1)
         p99s = list(state.p99)
         ns = list(state.n)
@@ -123,6 +139,8 @@ class CapacityModel:
         # Rounded when written so that to_dict is a plain copy (it runs on every call).
         p99s[b] = float(f"{p99 if old is None else old + self.alpha * (p99 - old):.5g}")
         ns[b] = min(ns[b] + 1, 1_000_000)
+        if self.forget_every and (state.total + 1) % self.forget_every == 0:
+            ns = [n // 2 for n in ns]
         new = CapacityState(
             scale=state.scale,
             p99=tuple(p99s),
@@ -131,6 +149,14 @@ class CapacityModel:
             capacity=state.capacity,
         )
         if new.total < self.min_points:
+            seen = target if state.capacity is None else state.capacity
+            if calm:
+                # The prior stands (or rises to this load) as a measured capacity.
+                return replace(
+                    new, capacity=float(f"{min(max(load, seen), self.max_ratio * target):.6g}")
+                )
+            if busy and load < seen:
+                return replace(new, capacity=float(f"{max(load, self.min_ratio * target):.6g}"))
             return new
         curve = self._envelope(new)
         current = target if state.capacity is None else state.capacity
@@ -140,10 +166,21 @@ class CapacityModel:
             highest_safe = top[0] + 0.5 * curve.width
             grow = top[1] <= slo * self.grow_below
             wanted = max(current, self.probe * highest_safe) if grow else current
+            if self.extrapolate and len(curve.points) >= 2:
+                # The fitted curve's slope from its lightest to its heaviest load,
+                # continued to knee x SLO: latency that rises with load (a mix getting
+                # heavier, a batch filling up) lowers the capacity before it breaks.
+                (x0, p0), (x1, p1) = curve.points[0], top
+                if x1 > x0 and p1 > p0:
+                    wanted = min(wanted, x1 + (slo * self.knee - p1) * (x1 - x0) / (p1 - p0))
         wanted = min(max(wanted, self.min_ratio * target), self.max_ratio * target)
         bounded = min(
             max(wanted, current * (1.0 - self.max_change)), current * (1.0 + self.max_change)
         )
+        if calm and load > bounded:
+            bounded = min(load, self.max_ratio * target)
+        if busy and load < bounded:
+            bounded = max(load, self.min_ratio * target)
         return CapacityState(
             scale=new.scale,
             p99=new.p99,

@@ -29,7 +29,17 @@ FORECASTER = FORECASTERS["Auto"]
 # down to where P99 crosses `knee` x SLO, or up to `probe` x the heaviest load seen well
 # within it (docs/policy.md: what each bought in the trace benchmark).
 CAPACITY = capacity_mod.CapacityModel(
-    bins=16, bin_fraction=0.2, min_ratio=0.25, max_ratio=4.0, knee=0.6, probe=1.5
+    bins=16,
+    bin_fraction=0.2,
+    min_ratio=0.25,
+    max_ratio=4.0,
+    min_points=8,
+    max_change=0.2,
+    knee=0.9,
+    probe=1.5,
+    grow_below=0.4,
+    forget_every=40,
+    extrapolate=True,
 )
 # PolicyConfig.adaptive False: the spec's value is a ceiling (the model before issue 11).
 CAPACITY_FIXED = capacity_mod.CapacityModel()
@@ -73,8 +83,13 @@ def load(data: dict[str, Any], *, config: PolicyConfig) -> PolicyModel:
 
 def _parse(data: dict[str, Any], *, config: PolicyConfig) -> PolicyModel:
     target = config.target_tokens_per_replica
-    if not isinstance(data, dict) or data.get("v") != MODEL_VERSION:
+    if not isinstance(data, dict) or data.get("v") not in (1, MODEL_VERSION):
         data = {}
+    elif data.get("v") == 1:
+        # Version 1's capacity bins were cut 0.125 x the target wide: relearned. The
+        # forecaster, the windows and the mix keep their format and what they learned (a
+        # status that is not empty is not bootstrapped from Prometheus again).
+        data = {k: v for k, v in data.items() if k != "cap"}
     since = data.get("since")
     queue = data.get("q")
     ts = data.get("ts")

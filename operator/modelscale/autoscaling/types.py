@@ -14,6 +14,9 @@ Additions by autoscaling/ (backward-compatible, all with defaults):
   share of its SLO (one replica fewer puts more load on each of the others).
 - `PolicyConfig.prompt_token_weight`, `Observation.prompt_token_rate`: prefill counted in
   the demand (see recommender.py, "work").
+- `PolicyConfig.adaptive`: the learning policy of docs/policy.md (capacity learned with
+  the spec's value as a prior, measured headroom, SLO-miss correction); False restores the
+  earlier policy (spec capacity as a ceiling, constant headroom).
 - `Decision.to_dict/from_dict`, `ScalingState.to_dict/from_dict`: the JSON-safe form kept in
   the resource's status (compact: a few KB at most; no raw history).
 """
@@ -37,7 +40,9 @@ class PolicyConfig:
     target_tokens_per_replica: float = 1000.0
     # P99 SLO of the chosen latency signal, in seconds.
     latency_slo_seconds: float = 2.0
-    # Plan for at most this share of capacity (0 < headroom <= 1).
+    # Plan for at most this share of capacity (0 < headroom <= 1). With `adaptive`, only
+    # until the capacity has been measured: then the forecast's measured error and the
+    # SLO-miss correction are the margin (docs/policy.md).
     headroom: float = 0.8
     # Horizon used until pod start-up has been measured (seconds).
     default_horizon_seconds: float = 120.0

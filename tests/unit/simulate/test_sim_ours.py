@@ -59,3 +59,29 @@ def test_observations_are_what_the_operator_would_see() -> None:
     steady_rates = [o.token_rate for o in seen if 120 <= o.now <= 540]
     assert all(r is not None and abs(r - 300) < 45 for r in steady_rates)
     assert all(o.p99_seconds is not None and o.p99_seconds < 2.0 for o in seen)
+
+
+def test_horizon_is_what_the_operator_would_measure() -> None:
+    """None until a replica has warmed (the policy then uses its configured default), then
+    the median creation -> warmed time of the replicas seen warm, not a constant."""
+    tr = steady(1.0, 600)
+    e = engine._Engine(
+        tr, params=ReplicaParams(), dt=0.5, initial_replicas=0, max_replicas=8, drain_s=0.0
+    )
+    assert ours.observed_horizon(engine.View(e, 0.0)) is None
+    e.scale_to(2, 10.0)
+    assert ours.observed_horizon(engine.View(e, 100.0)) is None  # starting, not warm yet
+    assert ours.observed_horizon(engine.View(e, 10.0 + 140.0)) == 140.0
+
+
+def test_the_views_own_sample_time_and_horizon_win_when_the_engine_has_them() -> None:
+    class View:
+        now = 100.0
+        sample_time = 84.0
+
+        def observed_horizon(self) -> float | None:
+            return 150.0
+
+    view: Any = View()
+    assert ours.sample_time(view) == 84.0
+    assert ours.observed_horizon(view) == 150.0

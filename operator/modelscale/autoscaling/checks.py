@@ -1,0 +1,57 @@
+"""Checks that block a scaling decision: metrics missing or stale.
+
+A check returns `Blocked(reason, message)` or None; `first_block` runs them in order.
+Pure: time is `obs.now`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from modelscale.autoscaling.types import Observation, PolicyConfig
+
+METRICS_MISSING = "MetricsMissing"
+METRICS_STALE = "MetricsStale"
+
+
+@dataclass(frozen=True)
+class Blocked:
+    reason: str
+    message: str
+
+
+Check = Callable[[Observation, PolicyConfig], Blocked | None]
+
+
+def check_metrics_present(obs: Observation, config: PolicyConfig) -> Blocked | None:
+    if obs.token_rate is None or obs.sample_time is None or not math.isfinite(obs.token_rate):
+        return Blocked(METRICS_MISSING, "no token-rate sample from Prometheus")
+    return None
+
+
+def check_metrics_fresh(obs: Observation, config: PolicyConfig) -> Blocked | None:
+    if obs.sample_time is None:
+        return None  # nothing to judge: check_metrics_present reports it
+    age = obs.now - obs.sample_time
+    if age > config.stale_after_seconds:
+        return Blocked(
+            METRICS_STALE,
+            f"newest metric sample is {age:.0f} s old (stale after "
+            f"{config.stale_after_seconds:.0f} s)",
+        )
+    return None
+
+
+# Stale first: a pod whose metrics stopped leaves an old sample time *and* no rate, and
+# "newest sample is 180 s old" tells the user more than "no sample".
+METRIC_CHECKS: tuple[Check, ...] = (check_metrics_fresh, check_metrics_present)
+
+
+def first_block(obs: Observation, config: PolicyConfig, checks: Iterable[Check]) -> Blocked | None:
+    for check in checks:
+        blocked = check(obs, config)
+        if blocked is not None:
+            return blocked
+    return None

@@ -1,0 +1,112 @@
+"""What one observation says about demand and latency, for the recommender.
+
+- `work_rate`: demand in output-token equivalents at the usual prompt/output mix;
+- `draining`: the token rate is a backlog being served, not new demand;
+- `zero_demand`: nothing served, prefilled or waiting over the whole rate window;
+- `latencies` / `pressure`: the watched P99s, and the worst as a share of its SLO;
+- `latency_margin_short`: why a scale-down would be unsafe now.
+Pure: no clock, no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+
+from modelscale.autoscaling.state import PolicyModel
+from modelscale.autoscaling.types import Observation, PolicyConfig
+
+# Time constant of the usual prompt/output mix (seconds): hours of traffic, so a burst of
+# long prompts stands out against it.
+MIX_TIME_CONSTANT_S = 3600.0
+
+
+def draining(obs: Observation, *, config: PolicyConfig, previous_queue: float | None) -> bool:
+    """A backlog is being served: the token rate counts queued work, not new demand.
+
+    Under overload the served rate is capped and requests queue; when capacity arrives
+    the queue drains and the served rate spikes far above demand (a simulated ServeGen
+    surge: 1600 tok/s served with 1400 queued, then 3000 tok/s for a minute, then 2000).
+    Learning that spike as a trend scaled to 12 replicas where 5 sufficed."""
+    q = obs.queue_depth
+    return (
+        q is not None
+        and previous_queue is not None
+        and previous_queue > config.queue_depth_per_replica * max(obs.warmed_replicas, 1)
+        and q < previous_queue
+    )
+
+
+def work_rate(obs: Observation, *, config: PolicyConfig, model: PolicyModel) -> float:
+    """Demand in output-token equivalents at the usual request mix.
+
+    The configured capacity (tokens/s per replica) was measured on some mix of prompt and
+    output lengths; a replica's time goes to prefill as well as decode. With k =
+    `prompt_token_weight` (the cost of a prompt token in output tokens), the load is
+    work = output + k x prompt tokens/s, and the capacity in work units is target x (1 +
+    k x usual prompt/output ratio), the ratio learned as a slowly decayed average of what
+    was served. Dividing keeps the familiar unit: at the usual mix this is the output
+    token rate; when prompts grow (long-context bursts, a shift to prefill-heavy traffic)
+    it rises although output tokens do not. Without a prompt rate: the output rate."""
+    assert obs.token_rate is not None
+    out = max(obs.token_rate, 0.0)
+    prompt = obs.prompt_token_rate
+    k = config.prompt_token_weight
+    if prompt is None or not math.isfinite(prompt) or k <= 0.0 or model.mix_output <= 0.0:
+        return out
+    ratio = model.mix_prompt / model.mix_output
+    return (out + k * max(prompt, 0.0)) / (1.0 + k * ratio)
+
+
+def learn_mix(obs: Observation, *, model: PolicyModel) -> PolicyModel:
+    prompt = obs.prompt_token_rate
+    assert obs.token_rate is not None and obs.sample_time is not None
+    if prompt is None or not math.isfinite(prompt) or obs.token_rate <= 0.0:
+        return model
+    gap = 0.0 if model.sample_time is None else max(obs.sample_time - model.sample_time, 0.0)
+    keep = math.exp(-gap / MIX_TIME_CONSTANT_S)
+    return model._replace(
+        mix_prompt=float(f"{keep * model.mix_prompt + max(prompt, 0.0):.6g}"),
+        mix_output=float(f"{keep * model.mix_output + obs.token_rate:.6g}"),
+    )
+
+
+def pressure(obs: Observation, config: PolicyConfig) -> float | None:
+    """The worst watched P99 as a share of its SLO (None: none measured)."""
+    shares = [p99 / slo for _, p99, slo in latencies(obs, config)]
+    return max(shares) if shares else None
+
+
+def zero_demand(obs: Observation) -> bool:
+    """Nothing served, nothing prefilled, nothing waiting over the whole rate window."""
+    return (
+        obs.token_rate is not None
+        and obs.token_rate <= 0.0
+        and (obs.prompt_token_rate is None or obs.prompt_token_rate <= 0.0)
+        and (obs.queue_depth is None or obs.queue_depth <= 0.0)
+    )
+
+
+def secs(x: float) -> str:
+    return f"{x:.2f}" if x >= 1.0 else f"{x:.3g}"
+
+
+def latencies(obs: Observation, config: PolicyConfig) -> list[tuple[str, float, float]]:
+    """The watched (name, P99, SLO) pairs present in the observation."""
+    out: list[tuple[str, float, float]] = []
+    if obs.p99_seconds is not None and math.isfinite(obs.p99_seconds):
+        out.append(("P99", obs.p99_seconds, config.latency_slo_seconds))
+    tpot, slo = obs.p99_tpot_seconds, config.tpot_slo_seconds
+    if tpot is not None and slo is not None and math.isfinite(tpot):
+        out.append(("P99 TPOT", tpot, slo))
+    return out
+
+
+def latency_margin_short(obs: Observation, config: PolicyConfig) -> str | None:
+    """Why a scale-down would be unsafe now: a P99 already near its SLO (None: safe)."""
+    for name, p99, slo in latencies(obs, config):
+        if p99 > config.scale_down_latency_margin * slo:
+            return (
+                f"{name} {secs(p99)} s is above {config.scale_down_latency_margin:.0%} of its "
+                f"{slo:g} s SLO"
+            )
+    return None

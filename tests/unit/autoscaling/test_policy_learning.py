@@ -1,0 +1,241 @@
+"""The learning policy: capacity from the pods' P99 with the spec as a prior, headroom from
+the measured forecast error, a correction from SLO misses, step and burst response, and
+scale-down at zero demand that hysteresis does not hold."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from dataclasses import replace
+
+import pytest
+
+from modelscale.autoscaling import adapt, recommender, state
+from modelscale.autoscaling.types import Observation, PolicyConfig, ScalingState
+
+T0 = 1_700_438_400.0
+PRIOR = 500.0  # the API default tokensPerSecondPerReplica
+SLO = 2.0
+CONFIG = PolicyConfig(
+    min_replicas=1,
+    max_replicas=50,
+    target_tokens_per_replica=PRIOR,
+    latency_slo_seconds=SLO,
+    default_horizon_seconds=120.0,
+)
+
+
+def knee_p99(load: float, *, knee: float) -> float:
+    """0.5 s up to the knee, then 1 s more per 10 % of load beyond it."""
+    return 0.5 + max(load - knee, 0.0) / (0.1 * knee)
+
+
+@pytest.mark.parametrize(
+    ("knee", "low", "high"),
+    [
+        pytest.param(300.0, 300.0, 360.0, id="prior-too-optimistic"),
+        pytest.param(900.0, 900.0, 1080.0, id="prior-pessimistic-x1.8"),
+        # The bins end at 3.2x the prior (1,600 tok/s): the knee is found, the crossing
+        # beyond it is not seen.
+        pytest.param(1500.0, 1400.0, 1800.0, id="prior-pessimistic-x3"),
+    ],
+)
+def test_learned_capacity_converges_on_the_knee(knee: float, low: float, high: float) -> None:
+    """Loads swept over 0..2x the knee: the capacity lands where P99 crosses 0.9 x SLO
+    (knee x 1.13), above or below the 500 tok/s prior alike. (A uniform sweep spreads the
+    samples over every bin: without forgetting, as if the sweep were recent.)"""
+    model = replace(state.CAPACITY, forget_every=0)
+    s = model.initial(target=PRIOR)
+    loads = [2.0 * knee * ((i * 37) % 400) / 400 for i in range(400)] * 3
+    for load in loads:
+        s = model.observe(s, load=load, p99=knee_p99(load, knee=knee), target=PRIOR, slo=SLO)
+    assert low <= model.capacity(s, target=PRIOR) <= high
+    assert len(json.dumps(model.to_dict(s))) < 512
+
+
+def test_a_busy_burst_is_forgotten_once_the_fleet_no_longer_runs_at_that_load() -> None:
+    """Busy at 700 tok/s once (capacity capped there), then 30 minutes calm at 600: the
+    busy bin drops out of the fit and the capacity grows again."""
+    model = state.CAPACITY
+    s = model.initial(target=PRIOR)
+    for _ in range(10):
+        s = model.observe(s, load=600.0, p99=0.7, target=PRIOR, slo=SLO)
+    for _ in range(5):
+        s = model.observe(s, load=700.0, p99=1.9, target=PRIOR, slo=SLO)
+    capped = model.capacity(s, target=PRIOR)
+    assert capped <= 700.0
+    for _ in range(120):
+        s = model.observe(s, load=600.0, p99=0.7, target=PRIOR, slo=SLO)
+    assert model.capacity(s, target=PRIOR) > 800.0
+    kept = replace(model, forget_every=0)
+    s = kept.initial(target=PRIOR)
+    for load, p99, n in ((600.0, 0.7, 10), (700.0, 1.9, 5), (600.0, 0.7, 120)):
+        for _ in range(n):
+            s = kept.observe(s, load=load, p99=p99, target=PRIOR, slo=SLO)
+    # Without forgetting: pinned where the old busy bin's curve crosses 0.9 x SLO.
+    assert kept.capacity(s, target=PRIOR) < 760.0
+
+
+def test_a_calm_pod_at_a_load_above_the_prior_is_evidence_at_once() -> None:
+    model = state.CAPACITY
+    s = model.observe(model.initial(target=PRIOR), load=950.0, p99=0.4, target=PRIOR, slo=SLO)
+    assert model.capacity(s, target=PRIOR) == 950.0
+    # A busy (not calm) pod at that load is no such evidence.
+    s = model.observe(model.initial(target=PRIOR), load=950.0, p99=1.5, target=PRIOR, slo=SLO)
+    assert model.capacity(s, target=PRIOR) == PRIOR
+
+
+@pytest.mark.parametrize(
+    ("noise", "low", "high"),
+    [
+        pytest.param(0.0, 1.0, 1.01, id="exact-forecasts-no-margin"),
+        pytest.param(0.1, 1.03, 1.2, id="10pct-error"),
+        pytest.param(0.3, 1.1, 1.6, id="30pct-error"),
+    ],
+)
+def test_headroom_follows_the_forecast_error(noise: float, low: float, high: float) -> None:
+    """Forecasts of 1000 tok/s; what arrives is 1000 x (1 + noise x N(0, 1))."""
+    errors = adapt.ForecastError()
+    rng = random.Random(7)
+    s = adapt.ErrorState()
+    for i in range(400):
+        actual = 1000.0 * max(1.0 + noise * rng.gauss(0.0, 1.0), 0.05)
+        s = errors.update(s, t=15.0 * i, actual=actual, forecast=1000.0, horizon=120.0)
+    factor = errors.factor(s)
+    assert factor is not None and low <= factor <= high
+    assert len(s.pending) <= 9  # horizon / 15 s + 1: the state stays small
+
+
+def test_no_measured_headroom_before_enough_forecasts_are_scored() -> None:
+    errors = adapt.ForecastError()
+    s = adapt.ErrorState()
+    for i in range(12):  # the first 8 are not due yet: 120 s horizon, 15 s steps
+        s = errors.update(s, t=15.0 * i, actual=1000.0, forecast=1000.0, horizon=120.0)
+    assert errors.factor(s) is None
+
+
+@pytest.mark.parametrize(
+    ("pressures", "want"),
+    [
+        pytest.param([0.3] * 5, 1.0, id="calm-stays-1"),
+        pytest.param([1.5], 0.95, id="one-miss-cuts"),
+        pytest.param([1.5] * 3 + [0.7] * 10, 0.95**3, id="busy-holds-the-cut"),
+        pytest.param([1.5] * 50, 0.7, id="floor"),
+        pytest.param([1.5] + [0.3] * 10, 1.0, id="calm-recovers"),
+    ],
+)
+def test_slo_misses_correct_the_usable_capacity(pressures: list[float], want: float) -> None:
+    misses = adapt.SloMisses()
+    c = 1.0
+    for p in pressures:
+        c = misses.update(c, pressure=p, demand=True)
+    assert c == pytest.approx(want, rel=1e-4)
+
+
+def obs(now: float, *, rate: float, replicas: int, p99: float = 0.5, **kw: float) -> Observation:
+    return Observation(
+        now=now,
+        token_rate=rate,
+        p99_seconds=p99,
+        queue_depth=0.0,
+        sample_time=now - 1.0,
+        warmed_replicas=replicas,
+        current_replicas=replicas,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def settle(
+    config: PolicyConfig, *, rate: float, replicas: int, p99: float, minutes: float = 20
+) -> tuple[int, ScalingState, float]:
+    """Run at a steady rate, acting on each recommendation; returns (replicas, state, t)."""
+    st = ScalingState()
+    t = T0
+    for _ in range(int(minutes * 4)):
+        rec, st = recommender.recommend(
+            obs(t, rate=rate, replicas=replicas, p99=p99), config=config, state=st
+        )
+        replicas = rec.replicas
+        t += 15.0
+    return replicas, st, t
+
+
+def test_slo_misses_raise_the_replicas_the_forecast_asks_for() -> None:
+    r0, st, t = settle(CONFIG, rate=4000.0, replicas=4, p99=0.5)
+    for _ in range(4):  # four misses at the same load
+        rec, st = recommender.recommend(
+            obs(t, rate=4000.0, replicas=r0, p99=2.6), config=CONFIG, state=st
+        )
+        t += 15.0
+    assert rec.reason == recommender.LATENCY_SLO
+    # P99 back under the SLO but not calm: the forecast alone now asks for more than before.
+    rec, _ = recommender.recommend(
+        obs(t, rate=4000.0, replicas=r0, p99=1.4), config=CONFIG, state=st
+    )
+    assert rec.reason == recommender.FORECAST_TOKEN_RATE
+    assert rec.replicas > r0
+
+
+def test_burst_response_adds_replicas_on_the_first_pass_that_sees_the_step(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A 7x step seen through a 1-minute rate: a quarter of it 15 s later."""
+    r0, st, t = settle(CONFIG, rate=1000.0, replicas=2, p99=0.5)
+    rec, _ = recommender.recommend(obs(t, rate=2500.0, replicas=r0), config=CONFIG, state=st)
+    assert rec.replicas > r0
+    assert "now 4000 tok/s" in rec.message  # the rise since the last sample, once more
+    # Without the step response only what the window's rate shows would be added.
+    monkeypatch.setattr(recommender, "STEP_GAIN", 0.0)
+    lagging, _ = recommender.recommend(obs(t, rate=2500.0, replicas=r0), config=CONFIG, state=st)
+    assert lagging.replicas < rec.replicas
+
+
+def test_a_p99_far_over_the_slo_scales_by_the_overshoot() -> None:
+    r0, st, t = settle(CONFIG, rate=2000.0, replicas=3, p99=0.5)
+    rec, _ = recommender.recommend(
+        obs(t, rate=2000.0, replicas=r0, p99=7.0), config=CONFIG, state=st
+    )
+    assert rec.reason == recommender.LATENCY_SLO
+    assert rec.replicas == max(r0 + 1, math.ceil(r0 * recommender.BURST_CAP))
+
+
+@pytest.mark.parametrize(
+    ("adaptive", "within_s"),
+    [
+        pytest.param(True, 300.0 + 2 * 15.0, id="learning-policy-window-then-steps"),
+        pytest.param(False, None, id="previous-policy-held-longer"),
+    ],
+)
+def test_zero_demand_scales_down_without_hysteresis(adaptive: bool, within_s: float | None) -> None:
+    """3 replicas busy, then nothing at all: down to 1 after the 300 s window and one step
+    per pass, not held by hysteresis or by the forecast's slowly decaying level."""
+    config = replace(CONFIG, adaptive=adaptive)
+    replicas, st, t = settle(config, rate=1200.0, replicas=3, p99=0.5)
+    replicas = 3
+    stop = t
+    reached: float | None = None
+    for _ in range(60):  # 15 minutes at zero demand
+        rec, st = recommender.recommend(
+            obs(t, rate=0.0, replicas=replicas, p99=0.5, prompt_token_rate=0.0),
+            config=config,
+            state=st,
+        )
+        replicas = rec.replicas
+        if replicas == 1 and reached is None:
+            reached = t - stop
+        t += 15.0
+    if within_s is None:
+        assert reached is None or reached > 330.0
+    else:
+        assert reached is not None and reached <= within_s
+
+
+def test_a_version_1_status_keeps_its_forecaster_and_relearns_capacity() -> None:
+    old = replace(CONFIG, adaptive=False)
+    _, st, _ = settle(old, rate=3000.0, replicas=4, p99=0.5, minutes=10)
+    v1 = {**st.model, "v": 1}
+    v1.pop("ad")
+    model = state.load(v1, config=CONFIG)
+    assert model.fc == state.load(st.model, config=old).fc
+    assert model.cap.total == 0  # capacity bins start again at the new layout
