@@ -14,8 +14,8 @@ import matplotlib
 import numpy as np
 
 from harness import loadgen
+from modelscale import podfacts
 from modelscale.api.v1alpha1 import from_rfc3339
-from modelscale.warmup import plan
 
 WINDOW_S = 10.0  # client-side P99 window, as in the autoscaling e2e test
 
@@ -115,12 +115,12 @@ def cold_requests(
             p
             for p in pods
             if (p.get("status") or {}).get("podIP") == r.pod_ip
-            and (plan.pod_facts(p).created or math.inf) <= r.sent_at + 1.0
+            and (podfacts.read(p).created or math.inf) <= r.sent_at + 1.0
         ]
         if not owners:
             bad.append(r)
             continue
-        facts = plan.pod_facts(max(owners, key=lambda p: plan.pod_facts(p).created or 0.0))
+        facts = podfacts.read(max(owners, key=lambda p: podfacts.read(p).created or 0.0))
         if (
             facts.created is None
             or facts.seconds_to_warm is None

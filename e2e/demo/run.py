@@ -38,7 +38,7 @@ from rich.table import Table
 
 from demo import report
 from harness import cluster, loadgen
-from modelscale.warmup import plan
+from modelscale import podfacts
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "modelscale"
@@ -247,7 +247,7 @@ class Watcher:
         md = custom.get_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, NAME)
         now = time.time()
         self.samples.append(report.Sample.from_status(now, None, md.get("status") or {}))
-        pods = core.list_namespaced_pod(NAMESPACE, label_selector=f"{plan.MD_LABEL}={NAME}")
+        pods = core.list_namespaced_pod(NAMESPACE, label_selector=f"{podfacts.MD_LABEL}={NAME}")
         for pod in pods.items:
             body = self.api.sanitize_for_serialization(pod)
             self.pods[body["metadata"]["uid"]] = body

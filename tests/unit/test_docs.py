@@ -8,8 +8,8 @@ import re
 
 from prometheus_client import REGISTRY
 
+from modelscale import telemetry  # noqa: F401  (registers the metrics)
 from modelscale.autoscaling import recommender
-from modelscale.handlers import opmetrics, warmup  # noqa: F401  (registers the metrics)
 
 DOCS = pathlib.Path(__file__).resolve().parents[2] / "docs"
 
