@@ -15,8 +15,9 @@ target T_i and the TPOT target tau:
   them are produced inside w;
 * a replica in one second prefills for at most one second, decodes at most
   D = B / ITL(B) tokens (B = max batch), and prefill and decode together obey
-  prefill + decode / D <= 1 + min_decode_share (decode slows by the prefill share, down to
-  min_decode_share); every replica that exists is counted, and there is always at least one.
+  decode / D + (1 - m) prefill <= 1 (decode slows to max(1 - u, m) of its rate while a
+  share u of the second prefills; m = min_decode_share); every replica that exists is
+  counted, and there is always at least one.
 
 A window that meets its P99 targets lets at most k = `figures.allowed_misses(n)` of its n
 requests miss TTFT (and k miss TPOT): the bound drops the k largest prefill amounts and
@@ -136,25 +137,50 @@ def _sum_smallest(values: NDArray[np.float64], drop: int) -> float:
     return float(np.sort(values)[: values.size - drop].sum())
 
 
-def lower_bound(trace: Trace, *, params: ReplicaParams, slo: Slo) -> LowerBound:
+def _in_interval_work(
+    trace: Trace, *, params: ReplicaParams, slo: Slo, end_s: NDArray[np.float64]
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Per request: the prefill seconds and decode tokens it must get before `end_s` (the
+    end of the interval it arrived in) when it meets its TTFT and TPOT targets."""
+    arrival = trace.arrival_s
+    target = figures.ttft_targets(slo, trace.input_tokens)
+    prefill = np.maximum(
+        0.0, min_prefill_s(params, trace.input_tokens) - np.maximum(0.0, arrival + target - end_s)
+    )
+    decode_tokens = (trace.output_tokens - 1).astype(np.float64)
+    last = arrival + target + slo.tpot_s * decode_tokens
+    decode = np.maximum(0.0, decode_tokens - np.maximum(0.0, last - end_s) / params.itl(1))
+    return prefill, decode
+
+
+def _need(p: float, d: float, length: float, params: ReplicaParams) -> float:
+    """Replica-seconds an interval needs for p prefill seconds and d decode seconds (at
+    the full-batch rate) of work, with at least one replica throughout. A replica that
+    prefills a share u of a second decodes at most max(1 - u, m) of its full rate, and
+    max(1 - u, m) <= 1 - (1 - m) u (the chord of a convex function), so per replica-second
+    decode + (1 - m) prefill <= 1."""
+    return max(length, p, d, d + (1.0 - params.min_decode_share) * p)
+
+
+def lower_bound(
+    trace: Trace,
+    *,
+    params: ReplicaParams,
+    slo: Slo,
+    sub_intervals_s: tuple[float, ...] = (15.0, 5.0),
+) -> LowerBound:
     """A lower bound on the replica-seconds of any run of `trace` that meets the SLO in at
-    least `figures.TARGET_WINDOWS` of its scored windows (proof: module docstring)."""
+    least `figures.TARGET_WINDOWS` of its scored windows (proof: module docstring). Each
+    window's need is the larger of two bounds: the window as one interval, and the sum
+    over its sub-intervals of `sub_intervals_s` (which sees bursts inside the minute),
+    less the work of the 2k requests that may miss a target."""
     n = figures.window_count(trace.duration_s)
     lengths = window_lengths(trace.duration_s)
     idx = figures.window_index(trace)
     bounds = np.searchsorted(idx, np.arange(n + 1))
-    arrival = trace.arrival_s
-    target = figures.ttft_targets(slo, trace.input_tokens)
-    ends = np.arange(1, n + 1) * WINDOW_S
-    # Work each request must get inside its own window (see the module docstring).
-    w_end = ends[idx]
-    prefill = np.maximum(
-        0.0, min_prefill_s(params, trace.input_tokens) - np.maximum(0.0, arrival + target - w_end)
-    )
-    decode_tokens = (trace.output_tokens - 1).astype(np.float64)
-    last = arrival + target + slo.tpot_s * decode_tokens
-    decode = np.maximum(0.0, decode_tokens - np.maximum(0.0, last - w_end) / params.itl(1))
     d_max = max_decode_tokens_per_s(params)
+    ends = np.minimum((idx + 1) * WINDOW_S, trace.duration_s)
+    prefill, decode = _in_interval_work(trace, params=params, slo=slo, end_s=ends)
     need = lengths.copy()
     scored = np.zeros(n, dtype=bool)
     for w in range(n):
@@ -165,7 +191,36 @@ def lower_bound(trace: Trace, *, params: ReplicaParams, slo: Slo) -> LowerBound:
         k = figures.allowed_misses(int(b - a))
         p = _sum_smallest(prefill[a:b], k)
         d = _sum_smallest(decode[a:b], 2 * k) / d_max
-        need[w] = max(lengths[w], p, d, (p + d) / (1.0 + params.min_decode_share))
+        need[w] = _need(p, d, lengths[w], params)
+    for sub in sub_intervals_s:
+        # Each request's work inside its own sub-interval; sub-intervals are disjoint, so
+        # their needs add up. Dropping a request lowers an interval's need by at most its
+        # prefill + decode work, so the 2k largest of those are taken off.
+        sub_idx = np.floor(trace.arrival_s / sub).astype(np.int64)
+        sub_end = np.minimum(
+            np.minimum((sub_idx + 1) * sub, (idx + 1) * WINDOW_S), trace.duration_s
+        )
+        sp, sd = _in_interval_work(trace, params=params, slo=slo, end_s=sub_end)
+        sd = sd / d_max
+        for w in np.flatnonzero(scored):
+            a, b = bounds[w], bounds[w + 1]
+            w0, w1 = w * WINDOW_S, w * WINDOW_S + lengths[w]
+            edges = np.arange(w0, w1 + 1e-9, sub)
+            if edges[-1] < w1 - 1e-9:
+                edges = np.append(edges, w1)
+            lens = np.diff(edges)
+            local = np.minimum(
+                np.searchsorted(edges, trace.arrival_s[a:b], side="right") - 1, lens.size - 1
+            )
+            ps = np.bincount(local, weights=sp[a:b], minlength=lens.size)
+            ds = np.bincount(local, weights=sd[a:b], minlength=lens.size)
+            total = sum(
+                _need(float(x), float(y), float(z), params)
+                for x, y, z in zip(ps, ds, lens, strict=True)
+            )
+            k = figures.allowed_misses(int(b - a))
+            drop = float(np.sort(sp[a:b] + sd[a:b])[::-1][: 2 * k].sum()) if k else 0.0
+            need[w] = max(need[w], total - drop)
     extra = np.where(scored, need - lengths, 0.0)
     left_out = min(figures.allowed_failed_windows(int(scored.sum())), int(scored.sum()))
     dropped = float(np.sort(extra)[::-1][:left_out].sum()) if left_out else 0.0
