@@ -44,6 +44,9 @@ MAX_REPLICAS = 256
 # One sweep grid for everyone: a multiplier on each policy's own target.
 SWEEP = (0.5, 0.625, 0.75, 0.875, 1.0, 1.125, 1.25, 1.375, 1.5)
 TABLES = ("gated", "as_deployed")
+# The SLO the benchmark and `modelscale simulate` use unless told otherwise: P99 TTFT 2 s
+# plus 0.5 s per 1,000 prompt tokens, P99 TPOT 0.1 s (docs/benchmarks.md says why).
+DEFAULT_SLO = Slo(ttft_s=2.0, tpot_s=0.1, ttft_per_1k_input_s=0.5)
 
 
 @dataclass(frozen=True)
@@ -106,7 +109,7 @@ def prepare(
     attainable the setup carries only the feasibility verdict (nothing is scored). Raises
     `bound.InfeasibleCapacityError` when one replica cannot serve the mean request at all."""
     params = params or ReplicaParams()
-    slo = slo or Slo()
+    slo = slo or DEFAULT_SLO
     feas = bound.feasibility(trace, params=params, slo=slo)
     setup = Setup(trace=trace, params=params, slo=slo, dt=dt, feasibility=feas)
     if not feas.feasible:
@@ -328,3 +331,10 @@ def best_at_target(
                     "setting": setting,
                 }
     return out
+
+
+def run_all(
+    setup: Setup, names: tuple[str, ...] | list[str] = POLICIES
+) -> dict[str, tuple[RunResult, Figures]]:
+    """The system-vs-system table alone (peers as deployed), as before the two tables."""
+    return run_tables(setup, names)["as_deployed"]
