@@ -221,12 +221,53 @@ def lower_bound(
             k = figures.allowed_misses(int(b - a))
             drop = float(np.sort(sp[a:b] + sd[a:b])[::-1][: 2 * k].sum()) if k else 0.0
             need[w] = max(need[w], total - drop)
-    extra = np.where(scored, need - lengths, 0.0)
+    # Deadlines across windows: all the work whose deadline falls by the end of window w
+    # was done by then, so the replica-seconds of windows 0..w cover it (work spilling
+    # out of its own window is counted where it must end at the latest).
+    m = params.min_decode_share
+    p_all = min_prefill_s(params, trace.input_tokens)
+    d_all = (trace.output_tokens - 1).astype(np.float64) / d_max
+    target = figures.ttft_targets(slo, trace.input_tokens)
+    p_due = trace.arrival_s + target
+    d_due = p_due + slo.tpot_s * (trace.output_tokens - 1)
+    counted = scored[idx]  # unscored windows' requests need not be served at all
+    w_ends = np.minimum(np.arange(1, n + 1) * WINDOW_S, trace.duration_s)
+    drops = np.zeros((3, n))
+    for w in np.flatnonzero(scored):
+        a, b = bounds[w], bounds[w + 1]
+        k = figures.allowed_misses(int(b - a))
+        if k:
+            drops[0, w] = np.sort(p_all[a:b])[::-1][:k].sum()
+            drops[1, w] = np.sort(d_all[a:b])[::-1][: 2 * k].sum()
+            drops[2, w] = np.sort((1.0 - m) * p_all[a:b] + d_all[a:b])[::-1][: 2 * k].sum()
+    prefix = np.zeros(n)
+    for row, (due, amount) in enumerate(
+        (
+            ((p_due,), (p_all,)),
+            ((d_due,), (d_all,)),
+            ((p_due, d_due), ((1.0 - m) * p_all, d_all)),
+        )
+    ):
+        done_by = np.zeros(n)
+        for dd, am in zip(due, amount, strict=True):
+            slot = np.searchsorted(w_ends, dd, side="left")  # first window end >= deadline
+            ok = counted & (slot < n)
+            done_by += np.bincount(slot[ok], weights=am[ok], minlength=n)
+        prefix = np.maximum(prefix, np.cumsum(done_by) - np.cumsum(drops[row]))
+    y = need.copy()
+    running = 0.0
+    for w in range(n):
+        running += y[w]
+        if running < prefix[w]:
+            y[w] += prefix[w] - running
+            running = prefix[w]
+    # A window the policy fails takes away its own need and at most its requests' work.
+    own_work = np.bincount(idx, weights=np.where(counted, p_all + d_all, 0.0), minlength=n)
+    extra = np.where(scored, y - lengths + own_work, 0.0)
     left_out = min(figures.allowed_failed_windows(int(scored.sum())), int(scored.sum()))
     dropped = float(np.sort(extra)[::-1][:left_out].sum()) if left_out else 0.0
-    return LowerBound(
-        replica_seconds=float(need.sum()) - dropped, need_s=need, windows_left_out=left_out
-    )
+    total = max(float(lengths.sum()), float(y.sum()) - dropped)
+    return LowerBound(replica_seconds=total, need_s=y, windows_left_out=left_out)
 
 
 def fluid_replicas(

@@ -37,7 +37,7 @@ def random_trace(seed: int, *, minutes: int, rate: float, burst: float, long_in:
 def runs_of(tr: Trace, slo: Slo) -> list[engine.RunResult]:
     """A spread of schedules: constant counts, a gated and an ungated reactive peer."""
     out = []
-    for k in (1, 2, 3, 5, 8):
+    for k in (1, 2, 3, 4, 5, 6, 8, 11, 15):
         out.append(
             engine.run(
                 tr, baselines.StaticPeak(replicas=k), params=PARAMS, initial_replicas=k, dt=1.0
