@@ -19,12 +19,19 @@ target T_i and the TPOT target tau:
   share u of the second prefills; m = min_decode_share); every replica that exists is
   counted, and there is always at least one.
 
+Across windows: a met request's prefill ends by a_i + T_i and its decode by
+a_i + T_i + tau (out_i - 1), wherever it started, so by the end of each window the
+replica-seconds spent so far cover all the work whose deadline has passed (a prefix
+constraint per window end; the greedy that tops up the latest window is optimal for it).
+
 A window that meets its P99 targets lets at most k = `figures.allowed_misses(n)` of its n
 requests miss TTFT (and k miss TPOT): the bound drops the k largest prefill amounts and
 the 2k largest decode amounts. The windows are disjoint, so the replica-seconds of a run
 are at least the sum of every window's need, and a policy at the 99 % target may fail
-`figures.allowed_failed_windows(scored)` scored windows: the bound leaves out the ones
-whose need is largest. Unscored windows (< 20 requests) need only the one replica.
+`figures.allowed_failed_windows(scored)` scored windows: failing one lowers the optimum
+by at most its own need above one replica plus its requests' work, and the bound takes
+off the largest such amounts. Unscored windows (< 20 requests) need only the one replica,
+and their requests none of the work.
 """
 
 from __future__ import annotations
@@ -302,9 +309,9 @@ def fluid_replicas(
 
 
 def initial_replicas(trace: Trace, *, params: ReplicaParams, slo: Slo, max_replicas: int) -> int:
-    """Where every policy starts: what the trace's first minute needs by the fluid rate,
-    as a service already running at that load would be sized (never the oracle's count,
-    which knows the future). Refuses when one replica cannot serve the mean request."""
+    """What the trace's first minute needs by the fluid rate (a floor on where every
+    policy starts; never the oracle's count, which knows the future). Refuses when one
+    replica cannot serve the mean request."""
     if trace.requests == 0:
         return 1
     mean_in = float(trace.input_tokens.mean())

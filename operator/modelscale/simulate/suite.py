@@ -3,8 +3,9 @@
 Same conditions for all:
 
 * the same start: every policy (static excepted, which is its count) starts with the
-  replicas the trace's first minute needs by the fluid rate (`bound.initial_replicas`),
-  never the oracle's count, which knows the future;
+  replicas a running service would have for the trace's first minute of load: that
+  minute's output tokens/s over the load-tested target (`first_minute_replicas`), or what
+  the fluid model needs for it if more. Never the oracle's count, which knows the future;
 * the same sizing: peers are configured from one simulated load test of a warm replica
   (`loadtest.measure`: the output tokens/s and concurrency it sustains within the SLO), as
   a user sizes a deployment; token-rate peers target 0.8 x that capacity;
@@ -21,6 +22,7 @@ sweep its per-replica target is the load-tested capacity x the multiplier, like 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from modelscale.api.v1alpha1 import Targets
@@ -114,9 +116,7 @@ def prepare(
     setup = Setup(trace=trace, params=params, slo=slo, dt=dt, feasibility=feas)
     if not feas.feasible:
         return setup
-    setup.initial_replicas = bound.initial_replicas(
-        trace, params=params, slo=slo, max_replicas=MAX_REPLICAS
-    )
+    fluid_start = bound.initial_replicas(trace, params=params, slo=slo, max_replicas=MAX_REPLICAS)
     cap = loadtest.measure(trace, params=params, slo=slo, seed=seed)
     if cap.output_tokens_per_s <= 0:
         raise bound.InfeasibleCapacityError(
@@ -124,6 +124,7 @@ def prepare(
             "raise --slo-ttft, --slo-ttft-per-1k or --slo-tpot"
         )
     setup.sizing = Sizing(tokens_per_s=cap.output_tokens_per_s, concurrency=cap.concurrency)
+    setup.initial_replicas = max(fluid_start, first_minute_replicas(trace, setup.sizing))
     setup.lower_bound = bound.lower_bound(trace, params=params, slo=slo)
     setup.oracle = oracle.solve(
         trace, params=params, slo=slo, dt=dt, max_replicas=MAX_REPLICAS, skip=feas.unattainable
@@ -131,6 +132,17 @@ def prepare(
     setup.recommend = recommend
     setup.static_replicas = smallest_static(setup)
     return setup
+
+
+def first_minute_replicas(trace: Trace, sizing: Sizing) -> int:
+    """The replicas a running service is sized with for the trace's first minute of load:
+    its output tokens/s over the load-tested per-replica target (0.8 x capacity), the
+    sizing every peer is configured with. Only the first minute is looked at."""
+    first = trace.arrival_s < min(figures.WINDOW_S, trace.duration_s)
+    span = min(figures.WINDOW_S, trace.duration_s)
+    rate = float(trace.output_tokens[first].sum()) / span if span > 0 else 0.0
+    per_replica = sizing.tokens_per_s * DEFAULT_UTILISATION
+    return min(MAX_REPLICAS, max(1, math.ceil(rate / per_replica)))
 
 
 def _static_meets(setup: Setup, replicas: int) -> bool:

@@ -140,6 +140,14 @@ def test_every_policy_starts_from_the_first_minutes_load_not_the_oracles() -> No
     assert result.replicas[0] == 1
 
 
+def test_the_start_is_sized_from_the_first_minutes_load_at_the_load_tested_target() -> None:
+    # 1,000 output tok/s in the first minute, 2,000 after; 400 tok/s per replica at 0.8.
+    arrivals = np.concatenate([np.linspace(0, 59.9, 600), np.linspace(60, 119.9, 1200)])
+    tr = Trace("two", arrivals, np.full(1800, 100), np.full(1800, 100), 120.0)
+    sizing = suite.Sizing(tokens_per_s=500.0, concurrency=8.0)
+    assert suite.first_minute_replicas(tr, sizing) == 3  # ceil(1000 / 400), not 5
+
+
 @pytest.fixture
 def trace_file(tmp_path: Path) -> Path:
     tr = ramp()
