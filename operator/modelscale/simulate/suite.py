@@ -72,6 +72,7 @@ class Setup:
     initial_replicas: int = 1
     static_replicas: int = 0  # fewest constant replicas meeting the 99 % window target
     recommend: ours.RecommendFn | None = None
+    seed: int = 0  # what this setup's trace and load test were drawn with
 
     @property
     def capacity_tokens(self) -> float:
@@ -113,7 +114,7 @@ def prepare(
     params = params or ReplicaParams()
     slo = slo or DEFAULT_SLO
     feas = bound.feasibility(trace, params=params, slo=slo)
-    setup = Setup(trace=trace, params=params, slo=slo, dt=dt, feasibility=feas)
+    setup = Setup(trace=trace, params=params, slo=slo, dt=dt, feasibility=feas, seed=seed)
     if not feas.feasible:
         return setup
     fluid_start = bound.initial_replicas(trace, params=params, slo=slo, max_replicas=MAX_REPLICAS)

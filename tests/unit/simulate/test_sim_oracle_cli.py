@@ -92,8 +92,13 @@ Tables = dict[str, dict[str, figures.Figures]]
 
 
 @pytest.fixture(scope="module")
-def ramp_tables() -> Tables:
-    setup = suite.prepare(ramp())
+def ramp_setup() -> suite.Setup:
+    return suite.prepare(ramp())
+
+
+@pytest.fixture(scope="module")
+def ramp_tables(ramp_setup: suite.Setup) -> Tables:
+    setup = ramp_setup
     return {
         t: {name: f for name, (_, f) in runs.items()} for t, runs in suite.run_tables(setup).items()
     }
@@ -130,9 +135,11 @@ def test_static_peak_costs_at_least_the_oracle(ramp_tables: Tables) -> None:
     assert figs["static-peak"].slo_attainment_windows >= figures.TARGET_WINDOWS
 
 
-def test_every_policy_starts_from_the_first_minutes_load_not_the_oracles() -> None:
+def test_every_policy_starts_from_the_first_minutes_load_not_the_oracles(
+    ramp_setup: suite.Setup,
+) -> None:
     # The ramp's first minute needs one replica by the fluid rate; its peak needs more.
-    setup = suite.prepare(ramp())
+    setup = ramp_setup
     assert setup.initial_replicas == 1
     assert int(setup.oracle_run.need.max()) > 1
     policy = suite.make_policy("hpa", setup)
