@@ -2,7 +2,12 @@
 
 Aggregate (ServeGen) traces are replayed at a rate scale that maps them onto a handful of
 8B-model replicas, over a slice that contains a daily ramp, with a 1 s tick (their load
-changes on a 10-minute scale) so `make bench` stays under 2 minutes.
+changes on a 10-minute scale) so `make bench` stays within a few minutes.
+
+Tuning and held-out cases: policy defaults may be tuned on the tuning cases only
+(azure-conv, azure-conv-x4, servegen-m-large day 1 08:00-10:00). The held-out cases
+(`held_out=True`: azure-code, every servegen-m-small slice, servegen-m-large on day 5)
+are never used to tune anything; results on them are the honest ones.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ class Case:
     duration_s: float | None = None
     rate_scale: float = 1.0
     dt: float = 0.5
+    held_out: bool = False
 
     @property
     def path(self) -> Path:
@@ -39,9 +45,10 @@ class Case:
         return args
 
 
+DAY_S = 86_400.0
+
 CASES = (
     Case("azure-conv", "azure2023_conv_normalized.csv.gz"),
-    Case("azure-code", "azure2023_code_normalized.csv.gz"),
     # A 4x larger conversation service: four copies of the trace, each shifted by up to
     # 5 s (bursts stay correlated), so replica counts are large enough that one replica is
     # not a third of the cost.
@@ -55,9 +62,20 @@ CASES = (
         rate_scale=0.1,
         dt=1.0,
     ),
+    # Held out from here on.
+    Case("azure-code", "azure2023_code_normalized.csv.gz", held_out=True),
+    # Day 5, 08:00-10:00: the same hours of another day of the same service.
+    Case(
+        "servegen-m-large-d5",
+        "servegen_language_m-large_10min.csv.gz",
+        start_s=4 * DAY_S + 8 * 3600,
+        duration_s=2 * 3600,
+        rate_scale=0.1,
+        dt=1.0,
+        held_out=True,
+    ),
     # Day 1, 19:30-21:00: the evening rise to the daily peak, ~1,450 to ~1,900 req/s
-    # (x0.03); short prompts and answers, so many requests per replica: a 90-minute slice
-    # keeps `make bench` under 2 minutes.
+    # (x0.03); short prompts and answers, so many requests per replica.
     Case(
         "servegen-m-small",
         "servegen_language_m-small_10min.csv.gz",
@@ -65,5 +83,16 @@ CASES = (
         duration_s=1.5 * 3600,
         rate_scale=0.03,
         dt=1.0,
+        held_out=True,
+    ),
+    # Day 3, 19:30-21:00: the same evening on another day.
+    Case(
+        "servegen-m-small-d3",
+        "servegen_language_m-small_10min.csv.gz",
+        start_s=2 * DAY_S + 19.5 * 3600,
+        duration_s=1.5 * 3600,
+        rate_scale=0.03,
+        dt=1.0,
+        held_out=True,
     ),
 )

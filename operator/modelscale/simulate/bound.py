@@ -15,15 +15,23 @@ target T_i and the TPOT target tau:
   them are produced inside w;
 * a replica in one second prefills for at most one second, decodes at most
   D = B / ITL(B) tokens (B = max batch), and prefill and decode together obey
-  prefill + decode / D <= 1 + min_decode_share (decode slows by the prefill share, down to
-  min_decode_share); every replica that exists is counted, and there is always at least one.
+  decode / D + (1 - m) prefill <= 1 (decode slows to max(1 - u, m) of its rate while a
+  share u of the second prefills; m = min_decode_share); every replica that exists is
+  counted, and there is always at least one.
+
+Across windows: a met request's prefill ends by a_i + T_i and its decode by
+a_i + T_i + tau (out_i - 1), wherever it started, so by the end of each window the
+replica-seconds spent so far cover all the work whose deadline has passed (a prefix
+constraint per window end; the greedy that tops up the latest window is optimal for it).
 
 A window that meets its P99 targets lets at most k = `figures.allowed_misses(n)` of its n
 requests miss TTFT (and k miss TPOT): the bound drops the k largest prefill amounts and
 the 2k largest decode amounts. The windows are disjoint, so the replica-seconds of a run
 are at least the sum of every window's need, and a policy at the 99 % target may fail
-`figures.allowed_failed_windows(scored)` scored windows: the bound leaves out the ones
-whose need is largest. Unscored windows (< 20 requests) need only the one replica.
+`figures.allowed_failed_windows(scored)` scored windows: failing one lowers the optimum
+by at most its own need above one replica plus its requests' work, and the bound takes
+off the largest such amounts. Unscored windows (< 20 requests) need only the one replica,
+and their requests none of the work.
 """
 
 from __future__ import annotations
@@ -136,25 +144,50 @@ def _sum_smallest(values: NDArray[np.float64], drop: int) -> float:
     return float(np.sort(values)[: values.size - drop].sum())
 
 
-def lower_bound(trace: Trace, *, params: ReplicaParams, slo: Slo) -> LowerBound:
+def _in_interval_work(
+    trace: Trace, *, params: ReplicaParams, slo: Slo, end_s: NDArray[np.float64]
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Per request: the prefill seconds and decode tokens it must get before `end_s` (the
+    end of the interval it arrived in) when it meets its TTFT and TPOT targets."""
+    arrival = trace.arrival_s
+    target = figures.ttft_targets(slo, trace.input_tokens)
+    prefill = np.maximum(
+        0.0, min_prefill_s(params, trace.input_tokens) - np.maximum(0.0, arrival + target - end_s)
+    )
+    decode_tokens = (trace.output_tokens - 1).astype(np.float64)
+    last = arrival + target + slo.tpot_s * decode_tokens
+    decode = np.maximum(0.0, decode_tokens - np.maximum(0.0, last - end_s) / params.itl(1))
+    return prefill, decode
+
+
+def _need(p: float, d: float, length: float, params: ReplicaParams) -> float:
+    """Replica-seconds an interval needs for p prefill seconds and d decode seconds (at
+    the full-batch rate) of work, with at least one replica throughout. A replica that
+    prefills a share u of a second decodes at most max(1 - u, m) of its full rate, and
+    max(1 - u, m) <= 1 - (1 - m) u (the chord of a convex function), so per replica-second
+    decode + (1 - m) prefill <= 1."""
+    return max(length, p, d, d + (1.0 - params.min_decode_share) * p)
+
+
+def lower_bound(
+    trace: Trace,
+    *,
+    params: ReplicaParams,
+    slo: Slo,
+    sub_intervals_s: tuple[float, ...] = (15.0, 5.0),
+) -> LowerBound:
     """A lower bound on the replica-seconds of any run of `trace` that meets the SLO in at
-    least `figures.TARGET_WINDOWS` of its scored windows (proof: module docstring)."""
+    least `figures.TARGET_WINDOWS` of its scored windows (proof: module docstring). Each
+    window's need is the larger of two bounds: the window as one interval, and the sum
+    over its sub-intervals of `sub_intervals_s` (which sees bursts inside the minute),
+    less the work of the 2k requests that may miss a target."""
     n = figures.window_count(trace.duration_s)
     lengths = window_lengths(trace.duration_s)
     idx = figures.window_index(trace)
     bounds = np.searchsorted(idx, np.arange(n + 1))
-    arrival = trace.arrival_s
-    target = figures.ttft_targets(slo, trace.input_tokens)
-    ends = np.arange(1, n + 1) * WINDOW_S
-    # Work each request must get inside its own window (see the module docstring).
-    w_end = ends[idx]
-    prefill = np.maximum(
-        0.0, min_prefill_s(params, trace.input_tokens) - np.maximum(0.0, arrival + target - w_end)
-    )
-    decode_tokens = (trace.output_tokens - 1).astype(np.float64)
-    last = arrival + target + slo.tpot_s * decode_tokens
-    decode = np.maximum(0.0, decode_tokens - np.maximum(0.0, last - w_end) / params.itl(1))
     d_max = max_decode_tokens_per_s(params)
+    ends = np.minimum((idx + 1) * WINDOW_S, trace.duration_s)
+    prefill, decode = _in_interval_work(trace, params=params, slo=slo, end_s=ends)
     need = lengths.copy()
     scored = np.zeros(n, dtype=bool)
     for w in range(n):
@@ -165,13 +198,83 @@ def lower_bound(trace: Trace, *, params: ReplicaParams, slo: Slo) -> LowerBound:
         k = figures.allowed_misses(int(b - a))
         p = _sum_smallest(prefill[a:b], k)
         d = _sum_smallest(decode[a:b], 2 * k) / d_max
-        need[w] = max(lengths[w], p, d, (p + d) / (1.0 + params.min_decode_share))
-    extra = np.where(scored, need - lengths, 0.0)
+        need[w] = _need(p, d, lengths[w], params)
+    for sub in sub_intervals_s:
+        # Each request's work inside its own sub-interval; sub-intervals are disjoint, so
+        # their needs add up. Dropping a request lowers an interval's need by at most its
+        # prefill + decode work, so the 2k largest of those are taken off.
+        sub_idx = np.floor(trace.arrival_s / sub).astype(np.int64)
+        sub_end = np.minimum(
+            np.minimum((sub_idx + 1) * sub, (idx + 1) * WINDOW_S), trace.duration_s
+        )
+        sp, sd = _in_interval_work(trace, params=params, slo=slo, end_s=sub_end)
+        sd = sd / d_max
+        for w in np.flatnonzero(scored):
+            a, b = bounds[w], bounds[w + 1]
+            w0, w1 = w * WINDOW_S, w * WINDOW_S + lengths[w]
+            edges = np.arange(w0, w1 + 1e-9, sub)
+            if edges[-1] < w1 - 1e-9:
+                edges = np.append(edges, w1)
+            lens = np.diff(edges)
+            local = np.minimum(
+                np.searchsorted(edges, trace.arrival_s[a:b], side="right") - 1, lens.size - 1
+            )
+            ps = np.bincount(local, weights=sp[a:b], minlength=lens.size)
+            ds = np.bincount(local, weights=sd[a:b], minlength=lens.size)
+            total = sum(
+                _need(float(x), float(y), float(z), params)
+                for x, y, z in zip(ps, ds, lens, strict=True)
+            )
+            k = figures.allowed_misses(int(b - a))
+            drop = float(np.sort(sp[a:b] + sd[a:b])[::-1][: 2 * k].sum()) if k else 0.0
+            need[w] = max(need[w], total - drop)
+    # Deadlines across windows: all the work whose deadline falls by the end of window w
+    # was done by then, so the replica-seconds of windows 0..w cover it (work spilling
+    # out of its own window is counted where it must end at the latest).
+    m = params.min_decode_share
+    p_all = min_prefill_s(params, trace.input_tokens)
+    d_all = (trace.output_tokens - 1).astype(np.float64) / d_max
+    target = figures.ttft_targets(slo, trace.input_tokens)
+    p_due = trace.arrival_s + target
+    d_due = p_due + slo.tpot_s * (trace.output_tokens - 1)
+    counted = scored[idx]  # unscored windows' requests need not be served at all
+    w_ends = np.minimum(np.arange(1, n + 1) * WINDOW_S, trace.duration_s)
+    drops = np.zeros((3, n))
+    for w in np.flatnonzero(scored):
+        a, b = bounds[w], bounds[w + 1]
+        k = figures.allowed_misses(int(b - a))
+        if k:
+            drops[0, w] = np.sort(p_all[a:b])[::-1][:k].sum()
+            drops[1, w] = np.sort(d_all[a:b])[::-1][: 2 * k].sum()
+            drops[2, w] = np.sort((1.0 - m) * p_all[a:b] + d_all[a:b])[::-1][: 2 * k].sum()
+    prefix = np.zeros(n)
+    for row, (due, amount) in enumerate(
+        (
+            ((p_due,), (p_all,)),
+            ((d_due,), (d_all,)),
+            ((p_due, d_due), ((1.0 - m) * p_all, d_all)),
+        )
+    ):
+        done_by = np.zeros(n)
+        for dd, am in zip(due, amount, strict=True):
+            slot = np.searchsorted(w_ends, dd, side="left")  # first window end >= deadline
+            ok = counted & (slot < n)
+            done_by += np.bincount(slot[ok], weights=am[ok], minlength=n)
+        prefix = np.maximum(prefix, np.cumsum(done_by) - np.cumsum(drops[row]))
+    y = need.copy()
+    running = 0.0
+    for w in range(n):
+        running += y[w]
+        if running < prefix[w]:
+            y[w] += prefix[w] - running
+            running = prefix[w]
+    # A window the policy fails takes away its own need and at most its requests' work.
+    own_work = np.bincount(idx, weights=np.where(counted, p_all + d_all, 0.0), minlength=n)
+    extra = np.where(scored, y - lengths + own_work, 0.0)
     left_out = min(figures.allowed_failed_windows(int(scored.sum())), int(scored.sum()))
     dropped = float(np.sort(extra)[::-1][:left_out].sum()) if left_out else 0.0
-    return LowerBound(
-        replica_seconds=float(need.sum()) - dropped, need_s=need, windows_left_out=left_out
-    )
+    total = max(float(lengths.sum()), float(y.sum()) - dropped)
+    return LowerBound(replica_seconds=total, need_s=y, windows_left_out=left_out)
 
 
 def fluid_replicas(
@@ -206,9 +309,9 @@ def fluid_replicas(
 
 
 def initial_replicas(trace: Trace, *, params: ReplicaParams, slo: Slo, max_replicas: int) -> int:
-    """Where every policy starts: what the trace's first minute needs by the fluid rate,
-    as a service already running at that load would be sized (never the oracle's count,
-    which knows the future). Refuses when one replica cannot serve the mean request."""
+    """What the trace's first minute needs by the fluid rate (a floor on where every
+    policy starts; never the oracle's count, which knows the future). Refuses when one
+    replica cannot serve the mean request."""
     if trace.requests == 0:
         return 1
     mean_in = float(trace.input_tokens.mean())

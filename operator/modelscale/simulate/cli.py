@@ -25,7 +25,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    defaults, slo = ReplicaParams(), Slo()
+    defaults, slo = ReplicaParams(), suite.DEFAULT_SLO
     p = _Parser(
         prog="modelscale simulate",
         description="Replay an LLM-serving trace through a replica model under modelscale's "

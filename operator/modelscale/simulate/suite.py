@@ -3,8 +3,9 @@
 Same conditions for all:
 
 * the same start: every policy (static excepted, which is its count) starts with the
-  replicas the trace's first minute needs by the fluid rate (`bound.initial_replicas`),
-  never the oracle's count, which knows the future;
+  replicas a running service would have for the trace's first minute of load: that
+  minute's output tokens/s over the load-tested target (`first_minute_replicas`), or what
+  the fluid model needs for it if more. Never the oracle's count, which knows the future;
 * the same sizing: peers are configured from one simulated load test of a warm replica
   (`loadtest.measure`: the output tokens/s and concurrency it sustains within the SLO), as
   a user sizes a deployment; token-rate peers target 0.8 x that capacity;
@@ -21,6 +22,7 @@ sweep its per-replica target is the load-tested capacity x the multiplier, like 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from modelscale.api.v1alpha1 import Targets
@@ -44,6 +46,9 @@ MAX_REPLICAS = 256
 # One sweep grid for everyone: a multiplier on each policy's own target.
 SWEEP = (0.5, 0.625, 0.75, 0.875, 1.0, 1.125, 1.25, 1.375, 1.5)
 TABLES = ("gated", "as_deployed")
+# The SLO the benchmark and `modelscale simulate` use unless told otherwise: P99 TTFT 2 s
+# plus 0.5 s per 1,000 prompt tokens, P99 TPOT 0.1 s (docs/benchmarks.md says why).
+DEFAULT_SLO = Slo(ttft_s=2.0, tpot_s=0.1, ttft_per_1k_input_s=0.5)
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,7 @@ class Setup:
     initial_replicas: int = 1
     static_replicas: int = 0  # fewest constant replicas meeting the 99 % window target
     recommend: ours.RecommendFn | None = None
+    seed: int = 0  # what this setup's trace and load test were drawn with
 
     @property
     def capacity_tokens(self) -> float:
@@ -106,14 +112,12 @@ def prepare(
     attainable the setup carries only the feasibility verdict (nothing is scored). Raises
     `bound.InfeasibleCapacityError` when one replica cannot serve the mean request at all."""
     params = params or ReplicaParams()
-    slo = slo or Slo()
+    slo = slo or DEFAULT_SLO
     feas = bound.feasibility(trace, params=params, slo=slo)
-    setup = Setup(trace=trace, params=params, slo=slo, dt=dt, feasibility=feas)
+    setup = Setup(trace=trace, params=params, slo=slo, dt=dt, feasibility=feas, seed=seed)
     if not feas.feasible:
         return setup
-    setup.initial_replicas = bound.initial_replicas(
-        trace, params=params, slo=slo, max_replicas=MAX_REPLICAS
-    )
+    fluid_start = bound.initial_replicas(trace, params=params, slo=slo, max_replicas=MAX_REPLICAS)
     cap = loadtest.measure(trace, params=params, slo=slo, seed=seed)
     if cap.output_tokens_per_s <= 0:
         raise bound.InfeasibleCapacityError(
@@ -121,6 +125,7 @@ def prepare(
             "raise --slo-ttft, --slo-ttft-per-1k or --slo-tpot"
         )
     setup.sizing = Sizing(tokens_per_s=cap.output_tokens_per_s, concurrency=cap.concurrency)
+    setup.initial_replicas = max(fluid_start, first_minute_replicas(trace, setup.sizing))
     setup.lower_bound = bound.lower_bound(trace, params=params, slo=slo)
     setup.oracle = oracle.solve(
         trace, params=params, slo=slo, dt=dt, max_replicas=MAX_REPLICAS, skip=feas.unattainable
@@ -128,6 +133,17 @@ def prepare(
     setup.recommend = recommend
     setup.static_replicas = smallest_static(setup)
     return setup
+
+
+def first_minute_replicas(trace: Trace, sizing: Sizing) -> int:
+    """The replicas a running service is sized with for the trace's first minute of load:
+    its output tokens/s over the load-tested per-replica target (0.8 x capacity), the
+    sizing every peer is configured with. Only the first minute is looked at."""
+    first = trace.arrival_s < min(figures.WINDOW_S, trace.duration_s)
+    span = min(figures.WINDOW_S, trace.duration_s)
+    rate = float(trace.output_tokens[first].sum()) / span if span > 0 else 0.0
+    per_replica = sizing.tokens_per_s * DEFAULT_UTILISATION
+    return min(MAX_REPLICAS, max(1, math.ceil(rate / per_replica)))
 
 
 def _static_meets(setup: Setup, replicas: int) -> bool:
@@ -328,3 +344,10 @@ def best_at_target(
                     "setting": setting,
                 }
     return out
+
+
+def run_all(
+    setup: Setup, names: tuple[str, ...] | list[str] = POLICIES
+) -> dict[str, tuple[RunResult, Figures]]:
+    """The system-vs-system table alone (peers as deployed), as before the two tables."""
+    return run_tables(setup, names)["as_deployed"]

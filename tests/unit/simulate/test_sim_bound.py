@@ -7,7 +7,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from modelscale.simulate import baselines, bound, engine, figures, oracle, suite
+from modelscale.autoscaling.types import PolicyConfig
+from modelscale.simulate import baselines, bound, engine, figures, oracle, ours, suite
 from modelscale.simulate.replica import ReplicaParams, Slo
 from modelscale.simulate.trace import Trace
 
@@ -35,9 +36,9 @@ def random_trace(seed: int, *, minutes: int, rate: float, burst: float, long_in:
 
 
 def runs_of(tr: Trace, slo: Slo) -> list[engine.RunResult]:
-    """A spread of schedules: constant counts, a gated and an ungated reactive peer."""
+    """A spread of schedules: constant counts, gated and ungated peers, ours."""
     out = []
-    for k in (1, 2, 3, 5, 8):
+    for k in (1, 2, 3, 4, 5, 6, 8, 11, 15):
         out.append(
             engine.run(
                 tr, baselines.StaticPeak(replicas=k), params=PARAMS, initial_replicas=k, dt=1.0
@@ -47,11 +48,25 @@ def runs_of(tr: Trace, slo: Slo) -> list[engine.RunResult]:
         hpa = baselines.Hpa(target_per_pod=400.0)
         policy = suite.Gated(hpa) if gate else hpa
         out.append(engine.run(tr, policy, params=PARAMS, initial_replicas=1, dt=1.0))
+    config = PolicyConfig(
+        min_replicas=1,
+        max_replicas=64,
+        target_tokens_per_replica=300.0,
+        latency_slo_seconds=slo.ttft_s,
+        tpot_slo_seconds=slo.tpot_s,
+    )
+    others: list[engine.Policy] = [
+        ours.Modelscale(config=config, params=PARAMS),
+        baselines.KnativeKpa(target_concurrency=8.0),
+        baselines.AibrixApa(target_per_pod=400.0),
+    ]
+    for other in others:
+        out.append(engine.run(tr, other, params=PARAMS, initial_replicas=2, dt=1.0))
     return out
 
 
 @settings(
-    max_examples=12,
+    max_examples=10,
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow],

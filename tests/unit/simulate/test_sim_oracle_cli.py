@@ -47,6 +47,12 @@ def test_oracle_schedule(need: list[int], expected: list[tuple[float, float]]) -
     assert sorted(lives) == sorted(expected)
 
 
+def test_default_slo_is_length_aware() -> None:
+    assert suite.DEFAULT_SLO.ttft_target(0) == 2.0
+    assert suite.DEFAULT_SLO.ttft_target(10_000) == 7.0
+    assert cli.build_parser().parse_args(["--trace", "x"]).slo_ttft_per_1k == 0.5
+
+
 def test_oracle_meets_the_policies_target_in_the_model() -> None:
     tr = ramp()
     run = oracle.solve(tr, params=ReplicaParams(), slo=Slo())
@@ -86,8 +92,13 @@ Tables = dict[str, dict[str, figures.Figures]]
 
 
 @pytest.fixture(scope="module")
-def ramp_tables() -> Tables:
-    setup = suite.prepare(ramp())
+def ramp_setup() -> suite.Setup:
+    return suite.prepare(ramp())
+
+
+@pytest.fixture(scope="module")
+def ramp_tables(ramp_setup: suite.Setup) -> Tables:
+    setup = ramp_setup
     return {
         t: {name: f for name, (_, f) in runs.items()} for t, runs in suite.run_tables(setup).items()
     }
@@ -124,14 +135,24 @@ def test_static_peak_costs_at_least_the_oracle(ramp_tables: Tables) -> None:
     assert figs["static-peak"].slo_attainment_windows >= figures.TARGET_WINDOWS
 
 
-def test_every_policy_starts_from_the_first_minutes_load_not_the_oracles() -> None:
+def test_every_policy_starts_from_the_first_minutes_load_not_the_oracles(
+    ramp_setup: suite.Setup,
+) -> None:
     # The ramp's first minute needs one replica by the fluid rate; its peak needs more.
-    setup = suite.prepare(ramp())
+    setup = ramp_setup
     assert setup.initial_replicas == 1
     assert int(setup.oracle_run.need.max()) > 1
     policy = suite.make_policy("hpa", setup)
     result = suite.run_policy(setup, policy)
     assert result.replicas[0] == 1
+
+
+def test_the_start_is_sized_from_the_first_minutes_load_at_the_load_tested_target() -> None:
+    # 1,000 output tok/s in the first minute, 2,000 after; 400 tok/s per replica at 0.8.
+    arrivals = np.concatenate([np.linspace(0, 59.9, 600), np.linspace(60, 119.9, 1200)])
+    tr = Trace("two", arrivals, np.full(1800, 100), np.full(1800, 100), 120.0)
+    sizing = suite.Sizing(tokens_per_s=500.0, concurrency=8.0)
+    assert suite.first_minute_replicas(tr, sizing) == 3  # ceil(1000 / 400), not 5
 
 
 @pytest.fixture
@@ -191,7 +212,9 @@ def test_plot_writes_a_png(trace_file: Path, tmp_path: Path) -> None:
         ),
         pytest.param(["--trace", "{ok}", "--seeds", "0"], "--seeds", id="bad-seeds"),
         pytest.param(
-            ["--trace", "{outlier}"], "one replica cannot serve the mean request", id="no-capacity"
+            ["--trace", "{outlier}", "--slo-ttft-per-1k", "0"],
+            "one replica cannot serve the mean request",
+            id="no-capacity",
         ),
         pytest.param([], "--trace", id="no-trace"),
     ],
@@ -237,15 +260,16 @@ def _long_prompts(tmp_path: Path, *, prompt: int) -> Path:
 def test_unattainable_slo_is_reported_and_not_scored(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # 20k-token prompts prefill in 2.5 s at an idle replica: a 2 s TTFT is out of reach.
+    # 20k-token prompts prefill in 2.5 s at an idle replica: a flat 2 s TTFT is out of reach.
     path = _long_prompts(tmp_path, prompt=20_000)
-    assert cli.main(["--trace", str(path), "--json"]) == 0
+    flat = ["--slo-ttft-per-1k", "0"]
+    assert cli.main(["--trace", str(path), "--json", *flat]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["slo_feasible"] is False
     assert doc["policies"] == {} and doc["lower_bound_replica_seconds"] is None
     assert doc["oracle_meets_slo"] is False
     assert "TTFT target" in doc["reason"]
-    assert cli.main(["--trace", str(path)]) == 0
+    assert cli.main(["--trace", str(path), *flat]) == 0
     assert "SLO NOT attainable, nothing scored" in capsys.readouterr().out
 
 
@@ -256,7 +280,7 @@ def test_length_aware_ttft_makes_long_prompts_attainable(
     # allowance of 0.5 s per 1k prompt tokens (target 8 s) they can.
     path = _long_prompts(tmp_path, prompt=14_000)
     argv = ["--trace", str(path), "--policy", "static-peak", "--json", "--slo-ttft", "1"]
-    assert cli.main(argv) == 0
+    assert cli.main([*argv, "--slo-ttft-per-1k", "0"]) == 0
     assert json.loads(capsys.readouterr().out)["slo_feasible"] is False
     assert cli.main([*argv, "--slo-ttft-per-1k", "0.5"]) == 0
     doc = json.loads(capsys.readouterr().out)
@@ -269,6 +293,7 @@ def test_seeds_report_a_confidence_interval(
     trace_file: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     argv = ["--trace", str(trace_file), "--policy", "hpa", "--rate-scale", "1.5", "--json"]
+    argv += ["--duration", "600"]
     assert cli.main([*argv, "--seeds", "3"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["seeds"] == 3
@@ -282,6 +307,7 @@ def test_sweep_reports_best_at_target_for_both_tables(
     trace_file: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     argv = ["--trace", str(trace_file), "--policy", "hpa", "--policy", "static-peak"]
+    argv += ["--duration", "600"]
     assert cli.main([*argv, "--sweep", "--json"]) == 0
     best = json.loads(capsys.readouterr().out)["best_at_target"]
     assert set(best) == {"gated", "as_deployed"}
