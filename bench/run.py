@@ -170,7 +170,7 @@ def best_goal(best: dict[str, Any], oracle_rs: float) -> tuple[bool, list[str]]:
         f"at best: modelscale {ours['replica_seconds']:,.0f} replica-s at {ours['setting']} "
         f"= {ratio:.2f}x the oracle ({'within' if met else 'NOT within'} {BEST_ORACLE_RATIO}x)"
     )
-    for name in suite.PEER_NAMES:
+    for name in suite.DEFAULT_PEERS:
         b = gated.get(name)
         if b is None:
             continue

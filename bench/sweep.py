@@ -67,7 +67,7 @@ def plot(case: str, points: list[dict[str, Any]], oracle_rs: float, path: Path) 
 
     fig, axes = plt.subplots(1, 2, figsize=(13, 5), constrained_layout=True, sharey=True)
     for ax, tab in zip(axes, suite.TABLES, strict=True):
-        for name in (suite.OURS, *suite.PEER_NAMES):
+        for name in (suite.OURS, *suite.DEFAULT_PEERS):
             pts = sorted(
                 (
                     p
@@ -99,7 +99,7 @@ def plot(case: str, points: list[dict[str, Any]], oracle_rs: float, path: Path) 
 def summary(results: dict[str, dict[str, Any]]) -> str:
     """Per trace and table: each policy's cheapest setting at >= 99 % of windows, as a
     multiple of the oracle (or the best attainment it reached), the bound beside it."""
-    names = (suite.OURS, *suite.PEER_NAMES, suite.STATIC)
+    names = (suite.OURS, *suite.DEFAULT_PEERS, suite.STATIC)
     rows = [
         "| case | table | " + " | ".join(names) + " | oracle | lower bound |",
         "|---|---|" + "---|" * (len(names) + 2),

@@ -43,7 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         choices=suite.POLICIES,
         metavar="NAME",
-        help=f"policy to run (repeatable; default all): {', '.join(suite.POLICIES)}",
+        help=f"policy to run (repeatable; default: {', '.join(suite.DEFAULT_POLICIES)}); "
+        f"any of {', '.join(suite.POLICIES)}",
     )
     p.add_argument(
         "--slo-ttft",
@@ -362,7 +363,13 @@ def main(argv: Sequence[str]) -> int:
         return _fail("--startup and --warmup must be >= 0")
     if args.plot and Path(args.plot).parent != Path() and not Path(args.plot).parent.is_dir():
         return _fail(f"--plot directory {Path(args.plot).parent} does not exist")
-    names = tuple(dict.fromkeys(args.policy)) if args.policy else suite.POLICIES
+    if args.policy:
+        names = tuple(dict.fromkeys(args.policy))
+        if missing := [r for n in names if (r := suite.unavailable(n))]:
+            return _fail(f"{missing[0]}; install it with `make bench` or pip install -e '.[peers]'")
+        notes: list[str] = []
+    else:
+        names, notes = suite.default_policies()
     if suite.ORACLE not in names:  # every figure is relative to it
         names = (*names, suite.ORACLE)
     params = ReplicaParams(startup_s=args.startup, warmup_s=args.warmup)
@@ -373,6 +380,8 @@ def main(argv: Sequence[str]) -> int:
     except (trace_mod.TraceError, bound.InfeasibleCapacityError) as err:
         return _fail(str(err))
     elapsed = time.perf_counter() - began
+    for note in notes:
+        print(f"modelscale simulate: note: {note}; not run", file=sys.stderr)
     if args.json:
         print(json.dumps(to_json(out)))
     else:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from modelscale.api.v1alpha1 import Targets
 from modelscale.autoscaling.types import PolicyConfig
-from modelscale.simulate import baselines, bound, engine, figures, loadtest, oracle, ours
+from modelscale.simulate import baselines, bound, engine, figures, loadtest, oracle, ours, peers
 from modelscale.simulate.engine import Policy, RunResult, View
 from modelscale.simulate.figures import Figures
 from modelscale.simulate.oracle import OracleRun
@@ -35,12 +35,25 @@ from modelscale.simulate.replica import ReplicaParams, Slo
 from modelscale.simulate.trace import Trace
 
 OURS = "modelscale"
-# Peers until simulate/peers.py (h5) provides PEER_NAMES / Sizing / build: `make_peer` is
-# the one place that constructs them.
-PEER_NAMES: tuple[str, ...] = ("hpa", "keda", "knative-kpa", "aibrix-apa")
+# Every peer the registry knows (`modelscale simulate --policy` accepts each), and the ones
+# a default run shows: one per project on its token-rate or concurrency metric, the
+# LLM-metric variants that behave sanely, and Dynamo's planner with its cheapest predictor
+# (ARIMA refits as history grows: minutes per run; ask for it with --policy).
+PEER_NAMES: tuple[str, ...] = peers.PEER_NAMES
+DEFAULT_PEERS: tuple[str, ...] = (
+    "hpa",
+    "hpa-running",
+    "keda",
+    "knative-kpa",
+    "aibrix-apa",
+    "aibrix-apa-kv",
+    "dynamo-kalman",
+)
+Sizing = peers.Sizing
 STATIC = "static-peak"
 ORACLE = "oracle"
 POLICIES = (OURS, *PEER_NAMES, STATIC, ORACLE)
+DEFAULT_POLICIES = (OURS, *DEFAULT_PEERS, STATIC, ORACLE)
 DEFAULT_UTILISATION = 0.8
 MAX_REPLICAS = 256
 # One sweep grid for everyone: a multiplier on each policy's own target.
@@ -51,14 +64,6 @@ TABLES = ("gated", "as_deployed")
 DEFAULT_SLO = Slo(ttft_s=2.0, tpot_s=0.1, ttft_per_1k_input_s=0.5)
 
 
-@dataclass(frozen=True)
-class Sizing:
-    """What the load test of one warm replica measured, every peer's configuration input."""
-
-    tokens_per_s: float  # output tokens/s within the SLO
-    concurrency: float  # mean in-flight requests at that rate
-
-
 @dataclass
 class Setup:
     trace: Trace
@@ -67,7 +72,7 @@ class Setup:
     dt: float
     feasibility: bound.Feasibility
     lower_bound: bound.LowerBound | None = None
-    sizing: Sizing = field(default_factory=lambda: Sizing(1.0, 1.0))
+    sizing: Sizing = field(default_factory=lambda: Sizing(1.0, 1.0, 1.0, 0.5))
     oracle: OracleRun | None = None
     initial_replicas: int = 1
     static_replicas: int = 0  # fewest constant replicas meeting the 99 % window target
@@ -124,7 +129,12 @@ def prepare(
             "the load test found no rate at which one replica meets the SLO; "
             "raise --slo-ttft, --slo-ttft-per-1k or --slo-tpot"
         )
-    setup.sizing = Sizing(tokens_per_s=cap.output_tokens_per_s, concurrency=cap.concurrency)
+    setup.sizing = Sizing(
+        tokens_per_s=cap.output_tokens_per_s,
+        concurrency=max(cap.concurrency, 1e-6),
+        running_per_replica=max(cap.running, 1e-6),
+        kv_usage=min(max(cap.kv_usage, 1e-6), 1.0),
+    )
     setup.initial_replicas = max(fluid_start, first_minute_replicas(trace, setup.sizing))
     setup.lower_bound = bound.lower_bound(trace, params=params, slo=slo)
     setup.oracle = oracle.solve(
@@ -183,17 +193,30 @@ def smallest_static(setup: Setup) -> int:
 
 def make_peer(name: str, *, sizing: Sizing, scale: float = 1.0) -> Policy:
     """A peer as its users configure it from the load test; `scale` multiplies its
-    target (its one sweep knob)."""
-    target = sizing.tokens_per_s * DEFAULT_UTILISATION * scale
-    if name == "hpa":
-        return baselines.Hpa(target_per_pod=target)
-    if name == "keda":
-        return baselines.Keda(target_per_pod=target)
-    if name == "knative-kpa":
-        return baselines.KnativeKpa(target_concurrency=sizing.concurrency * scale)
-    if name == "aibrix-apa":
-        return baselines.AibrixApa(target_per_pod=target)
-    raise ValueError(f"unknown peer {name!r}; choose from {', '.join(PEER_NAMES)}")
+    target (its one sweep knob). The registry (`simulate/peers.py`) builds it."""
+    return peers.build(name, sizing=sizing, scale=scale)
+
+
+def unavailable(name: str) -> str | None:
+    """Why `name` cannot run here (None: it can): Dynamo's planner needs the optional
+    `peers` extra."""
+    if not name.startswith("dynamo-"):
+        return None
+    try:
+        from modelscale.simulate import dynamo_peer  # noqa: PLC0415 (optional package)
+
+        dynamo_peer.load()
+    except Exception as err:  # the package is missing or its import chain breaks
+        return f"{name} needs NVIDIA Dynamo's planner ({err})"
+    return None
+
+
+def default_policies() -> tuple[tuple[str, ...], list[str]]:
+    """The policies a run without --policy shows that can run here, and a line for each
+    that cannot (and why)."""
+    notes = [reason for name in DEFAULT_POLICIES if (reason := unavailable(name))]
+    names = tuple(name for name in DEFAULT_POLICIES if unavailable(name) is None)
+    return names, notes
 
 
 def ours_config(setup: Setup, *, scale: float | None = None) -> PolicyConfig:
@@ -245,6 +268,8 @@ def run_policy(setup: Setup, policy: Policy) -> RunResult:
         initial_replicas=initial,
         max_replicas=MAX_REPLICAS,
         dt=setup.dt,
+        seed=setup.seed,
+        slo=setup.slo,
     )
 
 
@@ -258,12 +283,14 @@ def evaluate(setup: Setup, result: RunResult) -> Figures:
 
 
 def run_tables(
-    setup: Setup, names: tuple[str, ...] | list[str] = POLICIES
+    setup: Setup, names: tuple[str, ...] | list[str] | None = None
 ) -> dict[str, dict[str, tuple[RunResult, Figures]]]:
     """Both tables at default settings: {"gated": {policy: ...}, "as_deployed": {...}}.
     Policies that are gated anyway (ours, static, oracle) run once and appear in both.
     Empty tables when the SLO is not attainable."""
     out: dict[str, dict[str, tuple[RunResult, Figures]]] = {t: {} for t in TABLES}
+    if names is None:
+        names = default_policies()[0]
     if not setup.feasibility.feasible:
         return out
     for name in names:
@@ -287,11 +314,11 @@ class SweepPoint:
         return f"target x{self.scale:g}"
 
 
-def sweep_tasks(names: tuple[str, ...] | list[str] = POLICIES) -> list[tuple[str, str, float]]:
+def sweep_tasks(names: tuple[str, ...] | list[str] | None = None) -> list[tuple[str, str, float]]:
     """(policy, table, multiplier) of every sweep run: each peer in both tables, ours once
     (it is gated as deployed); static and the oracle have no multiplier."""
     out: list[tuple[str, str, float]] = []
-    for name in names:
+    for name in default_policies()[0] if names is None else names:
         if name == OURS:
             out += [(name, "gated", s) for s in SWEEP]
         elif name in PEER_NAMES:

@@ -124,8 +124,8 @@ def test_cold_requests_only_for_peers_run_without_the_gate(
 
 
 def test_both_tables_hold_every_policy(ramp_tables: Tables) -> None:
-    assert list(ramp_tables["gated"]) == list(suite.POLICIES)
-    assert list(ramp_tables["as_deployed"]) == list(suite.POLICIES)
+    assert list(ramp_tables["gated"]) == list(suite.default_policies()[0])
+    assert list(ramp_tables["as_deployed"]) == list(suite.default_policies()[0])
 
 
 def test_static_peak_costs_at_least_the_oracle(ramp_tables: Tables) -> None:
@@ -151,7 +151,9 @@ def test_the_start_is_sized_from_the_first_minutes_load_at_the_load_tested_targe
     # 1,000 output tok/s in the first minute, 2,000 after; 400 tok/s per replica at 0.8.
     arrivals = np.concatenate([np.linspace(0, 59.9, 600), np.linspace(60, 119.9, 1200)])
     tr = Trace("two", arrivals, np.full(1800, 100), np.full(1800, 100), 120.0)
-    sizing = suite.Sizing(tokens_per_s=500.0, concurrency=8.0)
+    sizing = suite.Sizing(
+        tokens_per_s=500.0, concurrency=8.0, running_per_replica=8.0, kv_usage=0.5
+    )
     assert suite.first_minute_replicas(tr, sizing) == 3  # ceil(1000 / 400), not 5
 
 
