@@ -186,6 +186,7 @@ def install(info: cluster.ClusterInfo) -> None:
     start = time.monotonic()
     if _release_exists(info):  # a release left by an interrupted run or another session
         helm(info, "-n", OPERATOR_NAMESPACE, "uninstall", RELEASE, "--wait", timeout=180)
+    adopt_crd(info)
     helm(
         info,
         "-n",
@@ -204,6 +205,31 @@ def install(info: cluster.ClusterInfo) -> None:
         timeout=240,
     )
     say(f"operator Ready in {time.monotonic() - start:.0f} s")
+
+
+def adopt_crd(info: cluster.ClusterInfo) -> None:
+    """The chart owns the CRD (so `helm upgrade` upgrades it) and refuses one applied with
+    kubectl (`make test`'s apiserver tests, or a user's earlier `kubectl apply`). On the
+    demo's own local cluster, take it over the way the chart README tells users to."""
+    crd = "crd/modeldeployments.modelscale.dev"
+    try:
+        owner = kubectl(
+            info, "get", crd, "-o", "jsonpath={.metadata.annotations.meta\\.helm\\.sh/release-name}"
+        )
+    except RuntimeError:
+        return  # no CRD yet: the chart creates it
+    if owner.strip() == RELEASE:
+        return
+    say("adopting the ModelDeployment CRD applied earlier (not by this Helm release) ...")
+    kubectl(
+        info,
+        "annotate",
+        crd,
+        f"meta.helm.sh/release-name={RELEASE}",
+        f"meta.helm.sh/release-namespace={OPERATOR_NAMESPACE}",
+        "--overwrite",
+    )
+    kubectl(info, "label", crd, "app.kubernetes.io/managed-by=Helm", "--overwrite")
 
 
 def _release_exists(info: cluster.ClusterInfo) -> bool:
