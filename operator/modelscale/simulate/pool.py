@@ -1,0 +1,245 @@
+"""Requests in flight as a struct of arrays (`Pool`), the trace's arrivals handed out tick
+by tick (`Feed`), the gateway's least-loaded pick and the sorted-key helpers the engine's
+admission and scoring use. Split out of engine.py; behaviour unchanged."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from modelscale.simulate.trace import Chunk
+
+F64 = NDArray[np.float64]
+I64 = NDArray[np.int64]
+
+
+@dataclass
+class Pool:
+    """Requests as a struct of arrays: every pool (gateway, pod queues, admitted) has every
+    field; those a pool does not use stay zero."""
+
+    id: I64
+    arr: F64
+    inp: I64
+    out: I64
+    cached: I64
+    win: I64
+    pod: I64
+    cold: NDArray[np.bool_]
+    reserve: F64
+    ftt: F64
+    rem: F64
+
+    @classmethod
+    def empty(cls) -> Pool:
+        i, f = np.zeros(0, dtype=np.int64), np.zeros(0)
+        return cls(i, f, i, i, i, i, i, np.zeros(0, dtype=bool), f, f, f)
+
+    @classmethod
+    def arrivals(cls, *, ids: I64, arr: F64, inp: I64, out: I64, cached: I64, win: I64) -> Pool:
+        n = ids.size
+        i, f = np.zeros(n, dtype=np.int64), np.zeros(n)
+        reserve = (inp + out).astype(np.float64)  # the whole context, held in the KV cache
+        return cls(ids, arr, inp, out, cached, win, i, np.zeros(n, dtype=bool), reserve, f, f)
+
+    @property
+    def size(self) -> int:
+        return int(self.id.size)
+
+    def insert(self, pos: I64, other: Pool) -> Pool:
+        """`other`'s requests inserted before the positions `pos` (np.insert)."""
+        return Pool(
+            np.insert(self.id, pos, other.id),
+            np.insert(self.arr, pos, other.arr),
+            np.insert(self.inp, pos, other.inp),
+            np.insert(self.out, pos, other.out),
+            np.insert(self.cached, pos, other.cached),
+            np.insert(self.win, pos, other.win),
+            np.insert(self.pod, pos, other.pod),
+            np.insert(self.cold, pos, other.cold),
+            np.insert(self.reserve, pos, other.reserve),
+            np.insert(self.ftt, pos, other.ftt),
+            np.insert(self.rem, pos, other.rem),
+        )
+
+    def delete(self, idx: I64) -> Pool:
+        return Pool(
+            np.delete(self.id, idx),
+            np.delete(self.arr, idx),
+            np.delete(self.inp, idx),
+            np.delete(self.out, idx),
+            np.delete(self.cached, idx),
+            np.delete(self.win, idx),
+            np.delete(self.pod, idx),
+            np.delete(self.cold, idx),
+            np.delete(self.reserve, idx),
+            np.delete(self.ftt, idx),
+            np.delete(self.rem, idx),
+        )
+
+    def slice(self, a: int, b: int) -> Pool:
+        return Pool(
+            self.id[a:b],
+            self.arr[a:b],
+            self.inp[a:b],
+            self.out[a:b],
+            self.cached[a:b],
+            self.win[a:b],
+            self.pod[a:b],
+            self.cold[a:b],
+            self.reserve[a:b],
+            self.ftt[a:b],
+            self.rem[a:b],
+        )
+
+    def take(self, idx: NDArray[np.generic]) -> Pool:
+        return Pool(
+            self.id[idx],
+            self.arr[idx],
+            self.inp[idx],
+            self.out[idx],
+            self.cached[idx],
+            self.win[idx],
+            self.pod[idx],
+            self.cold[idx],
+            self.reserve[idx],
+            self.ftt[idx],
+            self.rem[idx],
+        )
+
+    def cat(self, other: Pool) -> Pool:
+        if self.size == 0:
+            return other
+        if other.size == 0:
+            return self
+        cat = np.concatenate
+        return Pool(
+            cat((self.id, other.id)),
+            cat((self.arr, other.arr)),
+            cat((self.inp, other.inp)),
+            cat((self.out, other.out)),
+            cat((self.cached, other.cached)),
+            cat((self.win, other.win)),
+            cat((self.pod, other.pod)),
+            cat((self.cold, other.cold)),
+            cat((self.reserve, other.reserve)),
+            cat((self.ftt, other.ftt)),
+            cat((self.rem, other.rem)),
+        )
+
+
+def least_loaded(load: I64, k: int) -> I64:
+    """Positions (into `load`) that k successive arrivals go to when each goes to the
+    currently least-loaded pod (ties: the lowest position), as one vectorised step."""
+    if k == 0:
+        return np.zeros(0, dtype=np.int64)
+    if k <= 4:  # a few arrivals: one argmin each is cheaper
+        work = load.copy()
+        picks = np.empty(k, dtype=np.int64)
+        for i in range(k):
+            j = int(np.argmin(work))
+            picks[i] = j
+            work[j] += 1
+        return picks
+    lo = int(load.min())
+    hi = lo + k  # at level hi the least-loaded pod alone offers k + 1 slots
+    while lo < hi:  # smallest level L whose slots (levels load..L of every pod) >= k
+        mid = (lo + hi) // 2
+        if int(np.maximum(0, mid + 1 - load).sum()) >= k:
+            hi = mid
+        else:
+            lo = mid + 1
+    counts = np.maximum(0, lo + 1 - load)
+    pos = np.repeat(np.arange(load.size), counts)
+    starts = np.repeat(load, counts)
+    level = starts + (np.arange(pos.size) - np.repeat(np.cumsum(counts) - counts, counts))
+    order = np.lexsort((pos, level))[:k]
+    out: I64 = pos[order]
+    return out
+
+
+def add_counts(target: I64, idx: I64, sign: int = 1) -> None:
+    """target[idx] += sign for every element of idx (idx spans few distinct values)."""
+    if idx.size == 0:
+        return
+    first = int(idx[0])
+    if idx.size == 1 or (idx == first).all():
+        target[first] += sign * idx.size
+        return
+    lo = int(idx.min())
+    counts = np.bincount(idx - lo)
+    target[lo : lo + counts.size] += sign * counts
+
+
+def run_starts(keys: I64) -> NDArray[np.bool_]:
+    """True where a sorted key array starts a new run of equal keys."""
+    out = np.empty(keys.size, dtype=bool)
+    if keys.size:
+        out[0] = True
+        np.not_equal(keys[1:], keys[:-1], out=out[1:])
+    return out
+
+
+def segment_starts(keys: I64) -> I64:
+    """For each element of a sorted key array, the index where its key's run starts."""
+    out: I64 = np.searchsorted(keys, keys, side="left")
+    return out
+
+
+class Feed:
+    """Arrivals from the trace's chunks, handed out tick by tick."""
+
+    def __init__(self, chunks: Iterator[Chunk], *, window_s: float, n_windows: int) -> None:
+        self._chunks = chunks
+        self._buf: Chunk | None = None
+        self._pos = 0
+        self.next_id = 0
+        self.window_s, self.n_windows = window_s, n_windows
+        self.done = False
+        self._pull()
+
+    def _pull(self) -> None:
+        while True:
+            nxt = next(self._chunks, None)
+            if nxt is None:
+                self._buf, self.done = None, True
+                return
+            if nxt.arrival_s.size:
+                self._buf, self._pos = nxt, 0
+                return
+
+    @property
+    def next_arrival(self) -> float:
+        return math.inf if self._buf is None else float(self._buf.arrival_s[self._pos])
+
+    def take(self, t1: float) -> Pool:
+        parts: list[Pool] = []
+        while self._buf is not None and self._buf.arrival_s[self._pos] < t1:
+            c = self._buf
+            end = self._pos + int(np.searchsorted(c.arrival_s[self._pos :], t1, side="left"))
+            n = end - self._pos
+            arr = c.arrival_s[self._pos : end]
+            parts.append(
+                Pool.arrivals(
+                    ids=np.arange(self.next_id, self.next_id + n, dtype=np.int64),
+                    arr=arr,
+                    inp=c.input_tokens[self._pos : end],
+                    out=c.output_tokens[self._pos : end],
+                    cached=c.cached_tokens[self._pos : end],
+                    win=np.minimum((arr // self.window_s).astype(np.int64), self.n_windows - 1),
+                )
+            )
+            self.next_id += n
+            self._pos = end
+            if self._pos >= c.arrival_s.size:
+                self._pull()
+        if not parts:
+            return Pool.empty()
+        out = parts[0]
+        for part in parts[1:]:
+            out = out.cat(part)
+        return out

@@ -1,0 +1,266 @@
+"""The request flow of one tick: the gateway routes arrivals to pods' queues, each pod
+admits what fits its KV cache and batch, prefills FIFO and decodes its batch (see
+engine.py's docstring for the order). Split out of engine.py; behaviour unchanged."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from modelscale.simulate.pool import (
+    F64,
+    I64,
+    Pool,
+    add_counts,
+    least_loaded,
+    run_starts,
+    segment_starts,
+)
+from modelscale.simulate.state import EngineState
+
+ADMIT_SCAN = 32  # queued requests per pod considered for admission in one tick
+_KEY_POD = 1 << 34  # sort key of a queued request: pod * _KEY_POD + request id
+
+
+class Engine(EngineState):
+    """The replay: `EngineState` driven one tick at a time by `step`."""
+
+    def _route(self, incoming: Pool, serving: I64) -> None:
+        k = int(incoming.id.size)
+        if k == 0:
+            return
+        if serving.size == 0:
+            self.gateway = self.gateway.cat(incoming)
+            return
+        if serving.size == 1:
+            pos = np.zeros(k, dtype=np.int64)
+        elif self.routing == "round-robin":
+            pos = (self.rr + np.arange(k)) % serving.size
+            self.rr = (self.rr + k) % serving.size
+        else:
+            load = self.running[serving] + self.waiting[serving]
+            pos = least_loaded(load, k)
+        pods = serving[pos]
+        incoming.pod = pods
+        self.waiting += np.bincount(pods, minlength=self.waiting.size)
+        self._enqueue(incoming)
+        self.admit_due = True
+
+    def _enqueue(self, incoming: Pool) -> None:
+        """Insert into the pods' queues, kept as one pool sorted by (pod, request id): each
+        pod's queue is a FIFO run, and a long backlog is never re-sorted."""
+        key = incoming.pod * _KEY_POD + incoming.id
+        if key.size > 1 and np.any(key[1:] < key[:-1]):
+            order = np.argsort(key, kind="stable")
+            incoming, key = incoming.take(order), key[order]
+        if self.queued.size == 0:
+            self.queued, self.qkey = incoming, key
+            return
+        if self.queued.size <= 4 * ADMIT_SCAN:  # short: join and sort (cheaper than insert)
+            q, k = self.queued.cat(incoming), np.concatenate((self.qkey, key))
+            order = np.argsort(k, kind="stable")
+            self.queued, self.qkey = q.take(order), k[order]
+            return
+        pos = np.searchsorted(self.qkey, key)
+        self.queued = self.queued.insert(pos, incoming)
+        self.qkey = np.insert(self.qkey, pos, key)
+
+    def _admit(self, t0: float, t1: float) -> F64:
+        """Admit from every pod's queue what fits; returns per-pod prefill seconds inside
+        this tick (carried-over backlog included)."""
+        m = self.n_ids
+        pf_tick = np.clip(self.pf_free[:m] - t0, 0.0, self.dt)
+        q = self.queued
+        if q.id.size == 0 or not self.admit_due:
+            return pf_tick
+        # Nothing changes the outcome until a request arrives, one finishes or pods change.
+        self.admit_due = False
+        p = self.p
+        pod = q.pod
+        if q.size <= ADMIT_SCAN:
+            # A short queue: every request is a candidate.
+            cand = None
+            cpod, reserve = pod, q.reserve
+        else:
+            # Only the first ADMIT_SCAN requests of each pod's queue are candidates this
+            # tick: a long backlog costs O(its length) once, not in every step below.
+            starts = np.flatnonzero(run_starts(pod))
+            lengths = np.diff(np.append(starts, pod.size))
+            h = np.minimum(lengths, ADMIT_SCAN)
+            cand = np.repeat(starts, h) + (np.arange(int(h.sum())) - np.repeat(np.cumsum(h) - h, h))
+            cpod, reserve = pod[cand], q.reserve[cand]
+        seg = segment_starts(cpod)
+        rank = np.arange(cpod.size) - seg
+        cs = np.cumsum(reserve)
+        cs_seg = cs - (cs[seg] - reserve[seg])
+        free_kv = p.kv_capacity_tokens - self.reserved[cpod]
+        free_slots = p.max_batch - self.running[cpod]
+        ok_c = (cs_seg <= free_kv) & (rank < free_slots)
+        if not ok_c.any():
+            return pf_tick
+        # A queue longer than the scan may admit more next tick.
+        self.admit_due = cand is not None and bool((ok_c & (rank == ADMIT_SCAN - 1)).any())
+        adm = np.flatnonzero(ok_c) if cand is None else cand[ok_c]
+        if adm.size == q.size:
+            a = q
+            self.queued, self.qkey = Pool.empty(), np.zeros(0, dtype=np.int64)
+        else:
+            a = q.take(adm)
+            if q.size <= 4 * ADMIT_SCAN:
+                rest = np.ones(q.size, dtype=bool)
+                rest[adm] = False
+                keep = np.flatnonzero(rest)
+                self.queued, self.qkey = q.take(keep), self.qkey[keep]
+            else:
+                self.queued, self.qkey = q.delete(adm), np.delete(self.qkey, adm)
+        distinct = a.size == 1 or int(np.bincount(a.pod).max()) == 1
+        apod = a.pod
+        at = np.maximum(a.arr, t0)
+        cold = at < self.warm_at[apod]
+        d = p.prefill_s((a.inp - a.cached).astype(np.float64))
+        n_cold = int(np.count_nonzero(cold))
+        if n_cold:
+            d = d * np.where(cold, p.cold_slowdown, 1.0)
+        if distinct:
+            start = np.maximum(at, self.pf_free[apod])
+            ftt = start + d
+            self.pf_free[apod] = ftt
+        else:
+            # FIFO prefill per pod: ftt_j = max(at_j, ftt_{j-1}) + d_j, a segmented
+            # max-plus scan done with per-segment offsets on a cumulative max.
+            aseg = segment_starts(apod)
+            dcs = np.cumsum(d)
+            big_d = dcs - (dcs[aseg] - d[aseg])  # inclusive cumsum of d within the pod
+            x = (at - t0) - big_d + d
+            new_run = run_starts(apod)
+            g = np.cumsum(new_run) - 1
+            span = float(np.ptp(x)) + 1.0
+            mx = np.maximum.accumulate(x + g * span) - g * span
+            f0 = self.pf_free[apod] - t0
+            ftt = t0 + big_d + np.maximum(f0, mx)
+            start = ftt - d
+            last = np.append(new_run[1:], True)
+            self.pf_free[apod[last]] = ftt[last]
+        overlap = np.clip(np.minimum(ftt, t1) - np.maximum(start, t0), 0.0, None)
+        if distinct:  # one admission per pod: plain fancy-index updates
+            pf_tick[apod] += overlap
+            self.waiting[apod] -= 1
+            self.running[apod] += 1
+            self.reserved[apod] += a.reserve
+        else:
+            pf_tick += np.bincount(apod, weights=overlap, minlength=m)[:m]
+            n_adm = np.bincount(apod, minlength=self.waiting.size)
+            self.waiting -= n_adm
+            self.running += n_adm
+            self.reserved += np.bincount(apod, weights=a.reserve, minlength=self.reserved.size)
+        ttft = ftt - a.arr
+        self.cold_requests += n_cold
+        if self.keep:
+            self.cold[a.id] = cold
+        self.ev_ttft.append((float(ftt.max()), ftt.copy(), ttft))
+        a.cold = cold
+        a.ftt = ftt
+        a.rem = (a.out - 1).astype(np.float64)
+        self.active = self.active.cat(a)
+        self.n_active += a.id.size
+        return pf_tick
+
+    def step(self, gate: bool) -> None:
+        t0 = self.tick * self.dt
+        t1 = t0 + self.dt
+        p = self.p
+        serving = self.serving(t0, gate)
+        incoming = self.feed.take(t1)
+        if incoming.id.size:
+            add_counts(self.arrived, incoming.win)
+            add_counts(self.outstanding, incoming.win)
+            too_long = incoming.inp + incoming.out > p.kv_capacity_tokens
+            if too_long.any():
+                bad = incoming.take(np.flatnonzero(too_long))
+                inf = np.full(bad.id.size, np.inf)
+                self.rejected += int(bad.id.size)
+                self._finish(bad.win, inf, inf, bad.inp, bad.id)
+                incoming = incoming.take(np.flatnonzero(~too_long))
+        if self.gateway.id.size and serving.size:
+            incoming = self.gateway.cat(incoming)
+            self.gateway = Pool.empty()
+        self._route(incoming, serving)
+        pf_tick = self._admit(t0, t1)
+        tokens = 0.0
+        a = self.active
+        if a.id.size:
+            m = self.n_ids
+            rids, ftt, before = a.pod, a.ftt, a.rem
+            decoding = ftt < t1
+            left = np.maximum(before, 0.0)
+            ctx = a.reserve - 1.0 - left
+            batch = np.bincount(rids, weights=decoding, minlength=m)
+            context = np.bincount(rids, weights=np.where(decoding, ctx, 0.0), minlength=m)
+            busy = pf_tick[:m] * (1.0 / self.dt)
+            share = np.maximum(1.0 - busy, p.min_decode_share)
+            slow = np.where(self.warm_at[:m] > t0, p.cold_slowdown, 1.0) / share
+            itl = (
+                p.itl_alpha_s + p.itl_beta_s * batch + p.itl_per_context_token_s * context
+            ) * slow
+            req_itl = itl[rids]
+            tau = t1 - np.maximum(t0, ftt)
+            gen = np.where(decoding, tau, 0.0) / req_itl
+            after = before - gen
+            first = decoding & (ftt >= t0)
+            tokens = float(np.minimum(gen, left).sum())
+            tokens += float(np.count_nonzero(first))
+            self.cum_in += float(a.inp[first].sum())
+            done = decoding & (after <= 0.0)
+            if done.any():
+                self.admit_due = True
+                di = np.flatnonzero(done)
+                fin = np.maximum(t1 + after[di] * req_itl[di], ftt[di])
+                outs = a.out[di]
+                per_token = (fin - ftt[di]) / np.maximum(outs - 1, 1)
+                tpot = np.where(outs > 1, per_token, 0.0)
+                self.ev_tpot.append((float(fin.max()), fin, tpot))
+                self._finish(a.win[di], ftt[di] - a.arr[di], tpot, a.inp[di], a.id[di])
+                dp = rids[di]
+                self.running[:m] -= np.bincount(dp, minlength=m)
+                self.reserved[:m] -= np.bincount(dp, weights=a.reserve[di], minlength=m)
+                # Finished requests become tombstones (never decoding, no context) until
+                # the pool is compacted: cheaper than compacting every tick.
+                after[di] = 0.0
+                a.rem = after
+                a.ftt[di] = np.inf
+                a.reserve[di] = 1.0
+                self.n_active -= di.size
+                if a.id.size > 2 * self.n_active + 64:
+                    self.active = a.take(np.flatnonzero(np.isfinite(a.ftt)))
+                if self.draining:
+                    self.draining = [r for r in self.draining if self.running[r] > 0]
+            else:
+                a.rem = after
+        self.cum_out += tokens
+        self.conc[self.tick % self.conc.size] = (
+            self.n_active + self.queued.id.size + self.gateway.id.size
+        )
+        self.tick += 1
+
+    def idle(self) -> bool:
+        return (
+            self.feed.done
+            and self.n_active == 0
+            and self.queued.id.size == 0
+            and self.gateway.id.size == 0
+        )
+
+    def abandon(self) -> None:
+        """Requests still in flight when the replay stops never finish: SLO misses."""
+        live = self.active.take(np.flatnonzero(np.isfinite(self.active.ftt)))
+        for pool in (self.gateway, self.queued, live):
+            if pool.id.size:
+                inf = np.full(pool.id.size, np.inf)
+                self._finish(pool.win, inf, inf, pool.inp, pool.id)
+        while not self.feed.done:
+            rest = self.feed.take(math.inf)
+            add_counts(self.arrived, rest.win)
+            add_counts(self.outstanding, rest.win)
+            inf = np.full(rest.id.size, np.inf)
+            self._finish(rest.win, inf, inf, rest.inp, rest.id)
