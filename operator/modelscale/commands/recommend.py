@@ -84,15 +84,15 @@ def main(argv: list[str]) -> int:
             strict=True,
         )
     except PrometheusError as err:
-        print(
-            f"modelscale recommend: Prometheus: {err} (the operator would hold replicas)",
-            file=sys.stderr,
+        url = md.spec.scaling.prometheus.url or args.prometheus_url
+        sig = batch.Fetched(
+            unreachable={(namespace, name): f"cannot query Prometheus at {url}: {err}"}
         )
-        sig = batch.Fetched()
     decision = decide(
         md,
         signals=sig.signals.get((namespace, name), Signals()),
         tpot_p99=sig.tpot_p99.get((namespace, name)),
+        metrics_error=sig.unreachable.get((namespace, name)),
         pods=pods,
         current=current,
         now=now,
