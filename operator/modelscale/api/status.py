@@ -53,9 +53,13 @@ class AutoscalingStatus(_Lenient):
     last_scale_time: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
     decisions: list[ScalingDecision] = Field(default_factory=list, max_length=10)
     """The last 10 decisions, oldest first."""
-    state: dict[str, Any] = Field(default_factory=dict)
-    """The policy's learned parameters (forecaster and capacity model), so a restarted
-    operator continues where it stopped. Free-form, owned by the autoscaler."""
+    learned_state: str | None = None
+    """The policy's learned parameters (forecaster and capacity model) as one line of JSON,
+    so a restarted operator continues where it stopped. Owned by the autoscaler; one string
+    so `kubectl describe` stays readable."""
+    state: dict[str, Any] | None = None
+    """Deprecated: the learned parameters as a nested map (before `learnedState`); read on
+    upgrade, removed at the next write."""
 
 
 class WarmUpStatus(_Lenient):

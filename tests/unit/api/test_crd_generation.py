@@ -137,6 +137,7 @@ def test_status_has_no_defaults_and_an_omitted_spec_block_defaults_to_the_model_
             {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
             id="free-state",
         ),
+        pytest.param(".status.autoscaling.learnedState", {"type": "string"}, id="state-as-text"),
         pytest.param(".status.autoscaling.decisions", {"maxItems": 10}, id="last-10"),
         pytest.param(
             ".status.kopf",
