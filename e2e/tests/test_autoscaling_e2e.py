@@ -333,7 +333,7 @@ def served(operator: str, kubectl: Kubectl, namespace: str) -> Iterator[str]:
 def show(s: Sample | None) -> str:
     if s is None:
         return "-"
-    a = {k: v for k, v in s.autoscaling.items() if k != "state"}
+    a = {k: v for k, v in s.autoscaling.items() if k not in ("state", "learnedState")}
     return json.dumps({"desiredReplicas": s.desired, "autoscaling": a}, indent=2)
 
 

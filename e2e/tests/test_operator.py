@@ -156,9 +156,24 @@ def test_available_on_distinct_gpu_nodes(kubectl: Kubectl, ns: str, served: str)
 def test_printer_columns(kubectl: Kubectl, ns: str, served: str) -> None:
     out = kubectl.run("-n", ns, "get", "mdep", served).stdout
     header = out.splitlines()[0].split()
-    for column in ("READY", "REPLICAS", "DESIRED", "TOKENS/S", "P99", "SLO", "MODE", "AGE"):
+    for column in ("READY", "WARMED", "REPLICAS", "DESIRED", "P99", "SLO", "MODE", "REASON"):
         assert column in header, out
-    assert "External" in out.splitlines()[1]
+    row = out.splitlines()[1].split()
+    assert "External" in row
+    assert row[header.index("READY")] == "True", out
+
+
+def test_kubectl_wait_for_ready(kubectl: Kubectl, ns: str, served: str) -> None:
+    kubectl.run("-n", ns, "wait", "--for=condition=Ready", f"mdep/{served}", "--timeout=60s")
+
+
+def test_children_created_events_posted_once(kubectl: Kubectl, ns: str, served: str) -> None:
+    events = kubectl.json(
+        "-n", ns, "get", "events", "--field-selector", "involvedObject.kind=ModelDeployment"
+    )["items"]
+    reasons = [e["reason"] for e in events if e["involvedObject"]["name"] == served]
+    for reason in ("ServiceCreated", "PodDisruptionBudgetCreated"):
+        assert reasons.count(reason) == 1, reasons
 
 
 def test_operator_leaves_the_users_object_alone(kubectl: Kubectl, ns: str, served: str) -> None:

@@ -4,6 +4,7 @@ this module only dispatches, importing lazily so `modelscale crd` needs no clust
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import sys
 
 # command -> (module, function taking argv and returning an exit code, help)
@@ -21,7 +22,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 
 
 def usage() -> str:
-    lines = ["usage: modelscale <command> [options]", "", "commands:"]
+    lines = ["usage: modelscale [--version] <command> [options]", "", "commands:"]
     lines += [f"  {name:<10} {help_}" for name, (_, _, help_) in COMMANDS.items()]
     return "\n".join(lines)
 
@@ -31,6 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args or args[0] in {"-h", "--help"}:
         print(usage())
         return 0 if args else 2
+    if args[0] in {"-V", "--version"}:
+        print(f"modelscale {importlib.metadata.version('modelscale')}")
+        return 0
     command, rest = args[0], args[1:]
     if command not in COMMANDS:
         print(f"modelscale: unknown command {command!r}\n\n{usage()}", file=sys.stderr)

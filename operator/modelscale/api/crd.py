@@ -153,8 +153,12 @@ def openapi_schema() -> Schema:
     }
 
 
+READY_PATH = '.status.conditions[?(@.type=="Ready")].status'
+
 PRINTER_COLUMNS: list[Schema] = [
-    {"name": "Ready", "type": "integer", "jsonPath": ".status.readyReplicas",
+    {"name": "Ready", "type": "string", "jsonPath": READY_PATH,
+     "description": "Enough replicas serve warmed (the Ready condition)"},
+    {"name": "Warmed", "type": "integer", "jsonPath": ".status.readyReplicas",
      "description": "Pods Ready (containers ready and warmed up)"},
     {"name": "Replicas", "type": "integer", "jsonPath": ".status.replicas",
      "description": "Pods of the current Deployment"},
@@ -172,7 +176,7 @@ PRINTER_COLUMNS: list[Schema] = [
     {"name": "Model", "type": "string", "jsonPath": ".spec.model.name", "priority": 1,
      "description": "Triton model name"},
     {"name": "Reason", "type": "string", "jsonPath": ".status.autoscaling.reason",
-     "priority": 1, "description": "Reason of the last autoscaler decision"},
+     "description": "Why this size: reason of the last autoscaler decision"},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
 ]  # fmt: skip
 

@@ -24,13 +24,122 @@ Conventions:
 
 from __future__ import annotations
 
-import math
 import re
-from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, model_validator
-from pydantic.alias_generators import to_camel
+from pydantic import Field, model_validator
+
+# The models live in base/scaling/warmup/status (a module each, to stay readable); they are
+# re-exported here so every `from modelscale.api.v1alpha1 import X` keeps working.
+from modelscale.api.base import (
+    MSG_QUANTITY,
+    QUANTITY_PATTERN,
+    NotSerialisableError,
+    Quantity,
+    _Lenient,
+    _Model,
+    _sub,
+    from_rfc3339,
+    to_api,
+    to_rfc3339,
+)
+from modelscale.api.scaling import (
+    MSG_FLOOR,
+    Forecast,
+    LatencySignal,
+    LatencySLO,
+    MissingMetricsBehavior,
+    OnMissingMetrics,
+    Prometheus,
+    PromQueries,
+    ScaleDown,
+    ScaleUp,
+    Scaling,
+    ScalingMode,
+    Seasonality,
+    Targets,
+)
+from modelscale.api.status import (
+    AutoscalingStatus,
+    Condition,
+    ConditionStatus,
+    ModelDeploymentStatus,
+    ScalingDecision,
+    WarmUpStatus,
+)
+from modelscale.api.warmup import (
+    MSG_STABLE_N,
+    MSG_WARMUP_INPUTS,
+    InferInput,
+    WarmUp,
+    WarmUpProtocol,
+    WarmUpRequest,
+    WarmUpSuccess,
+)
+
+__all__ = [
+    "API_VERSION",
+    "CATEGORIES",
+    "GROUP",
+    "KIND",
+    "MSG_DRAIN",
+    "MSG_FLOOR",
+    "MSG_MAX_UNAVAILABLE",
+    "MSG_MIN_MAX",
+    "MSG_QUANTITY",
+    "MSG_REPLICAS_BOUNDS",
+    "MSG_STABLE_N",
+    "MSG_WARMUP_INPUTS",
+    "PLURAL",
+    "QUANTITY_PATTERN",
+    "SHORT_NAMES",
+    "SINGULAR",
+    "VERSION",
+    "WARMED_UP_CONDITION",
+    "AntiAffinity",
+    "AutoscalingStatus",
+    "Backend",
+    "Condition",
+    "ConditionStatus",
+    "Disruption",
+    "EnvVar",
+    "Forecast",
+    "InferInput",
+    "LatencySLO",
+    "LatencySignal",
+    "MissingMetricsBehavior",
+    "ModelDeployment",
+    "ModelDeploymentSpec",
+    "ModelDeploymentStatus",
+    "ModelSource",
+    "NotSerialisableError",
+    "ObjectMeta",
+    "OnMissingMetrics",
+    "Placement",
+    "PodTemplateOverride",
+    "PromQueries",
+    "Prometheus",
+    "PullPolicy",
+    "Quantity",
+    "ResourceList",
+    "Resources",
+    "ScaleDown",
+    "ScaleUp",
+    "Scaling",
+    "ScalingDecision",
+    "ScalingMode",
+    "Seasonality",
+    "Server",
+    "Targets",
+    "WarmUp",
+    "WarmUpProtocol",
+    "WarmUpRequest",
+    "WarmUpStatus",
+    "WarmUpSuccess",
+    "from_rfc3339",
+    "to_api",
+    "to_rfc3339",
+]
 
 GROUP = "modelscale.dev"
 VERSION = "v1alpha1"
@@ -45,79 +154,10 @@ CATEGORIES = ("modelscale", "ai")
 WARMED_UP_CONDITION = "modelscale.dev/warmed-up"
 
 Backend = Literal["vllm", "tensorrtllm", "python", "onnxruntime", "other"]
-ScalingMode = Literal["Predictive", "RecommendOnly", "External"]
-LatencySignal = Literal["TimeToFirstToken", "TimePerOutputToken", "EndToEnd"]
 AntiAffinity = Literal["Preferred", "Required", "None"]
-Seasonality = Literal["Auto", "None", "Daily"]
-MissingMetricsBehavior = Literal["Hold", "Floor"]
-WarmUpProtocol = Literal["HTTP", "GRPC"]
 PullPolicy = Literal["Always", "IfNotPresent", "Never"]
-ConditionStatus = Literal["True", "False", "Unknown"]
 
 _PERCENT = re.compile(r"^(100|[1-9]?[0-9])%$")
-
-# Kubernetes' quantity grammar (k8s.io/apimachinery/pkg/api/resource), as the pattern
-# controller-gen writes for `resource.Quantity`: a signed decimal number, then a binary
-# suffix (Ki .. Ei), a decimal suffix (n u m k M G T P E) or an exponent (e3, E-2).
-QUANTITY_PATTERN = (
-    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
-    r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
-)
-_QUANTITY = re.compile(QUANTITY_PATTERN)
-MSG_QUANTITY = (
-    'must be a Kubernetes quantity: an integer such as 4 or a string such as "500m", '
-    '"1.5" or "32Gi"'
-)
-
-
-def _quantity(value: object) -> str:
-    """Accept what Kubernetes accepts for a CPU or memory quantity in a CRD field (an integer
-    or a quantity string) and keep one shape, the string, for the rest of the code."""
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        # Floats too: `cpu: 0.5` is no int-or-string, the apiserver would refuse it.
-        raise ValueError(MSG_QUANTITY)
-    text = str(value)
-    if not _QUANTITY.match(text):
-        raise ValueError(MSG_QUANTITY)
-    return text
-
-
-Quantity = Annotated[
-    str,
-    BeforeValidator(_quantity),
-    WithJsonSchema({"x-kubernetes-int-or-string": True, "pattern": QUANTITY_PATTERN}),
-]
-"""A Kubernetes quantity, int-or-string on the wire (`4`, `"500m"`, `32Gi`), a `str` here."""
-
-
-class _Model(BaseModel):
-    """Base for spec models: camelCase aliases, unknown fields rejected."""
-
-    model_config = ConfigDict(
-        alias_generator=to_camel,
-        populate_by_name=True,
-        use_attribute_docstrings=True,
-        extra="forbid",
-        frozen=True,
-    )
-
-
-class _Lenient(BaseModel):
-    """Base for metadata and status models: unknown fields are ignored (other writers)."""
-
-    model_config = ConfigDict(
-        alias_generator=to_camel,
-        populate_by_name=True,
-        use_attribute_docstrings=True,
-        extra="ignore",
-        frozen=True,
-    )
-
-
-def _sub(cls: type[BaseModel]) -> Any:
-    """A nested block with defaults. `default: {}` in the CRD makes the apiserver fill the
-    block's own defaults in when the user omits it (kubebuilder's `default={}` idiom)."""
-    return Field(default_factory=cls, json_schema_extra={"default": {}})
 
 
 # --------------------------------------------------------------------------- metadata
@@ -273,198 +313,6 @@ class Placement(_Model):
     `whenUnsatisfiable: ScheduleAnyway`)."""
 
 
-# --------------------------------------------------------------------------- scaling
-
-
-class LatencySLO(_Model):
-    """The latency objective the autoscaler keeps."""
-
-    signal: LatencySignal = "TimeToFirstToken"
-    """Which latency: time to first token, time per output token, or end-to-end request."""
-    p99_seconds: float = Field(default=2.0, gt=0)
-    """P99 of `signal` must stay at or below this many seconds."""
-
-
-class Targets(_Model):
-    """What one replica can do while meeting the SLO."""
-
-    tokens_per_second_per_replica: float = Field(default=500.0, gt=0)
-    """Output tokens/s one warmed replica sustains at the SLO. Default: Llama-3.1-8B with
-    vLLM on one A100 with 8 concurrent streams (about 75 tokens/s x 6.6)."""
-    latency_slo: LatencySLO = Field(
-        default_factory=LatencySLO,
-        alias="latencySLO",
-        json_schema_extra={"default": {}},
-    )
-    headroom: float = Field(default=0.8, gt=0, le=1)
-    """Plan for at most this share of the capacity (0 < headroom <= 1)."""
-    time_per_output_token_p99_seconds: float | None = Field(default=None, gt=0)
-    """Optional second SLO: P99 time per output token (vLLM backend). A long-prompt burst can
-    break it while time to first token still looks fine; when set, the autoscaler also
-    scales up on it and does not scale down while it is near the limit."""
-
-
-class Forecast(_Model):
-    """How far ahead and from what history the autoscaler forecasts."""
-
-    horizon_seconds: float = Field(default=120.0, gt=0, le=3600)
-    """Forecast horizon used until the operator has measured how long its new pods take to
-    serve (creation to warmed); then the measurement is used."""
-    use_measured_horizon: bool = True
-    """Replace `horizonSeconds` by the measured pod start-up time once known."""
-    lookback_seconds: float = Field(default=3600.0, gt=0, le=30 * 86400)
-    """History the forecaster fits on."""
-    seasonality: Seasonality = "Auto"
-    """Daily seasonality: detect it (`Auto`), assume it (`Daily`) or ignore it (`None`)."""
-
-
-class ScaleUp(_Model):
-    """Limits on scaling up."""
-
-    stabilization_window_seconds: float = Field(default=0.0, ge=0, le=3600)
-    """Scale up to the lowest recommendation of this window (0: act at once)."""
-    max_step: int = Field(default=100, ge=1)
-    """At most this many replicas added per decision."""
-
-
-class ScaleDown(_Model):
-    """Limits on scaling down."""
-
-    stabilization_window_seconds: float = Field(default=300.0, ge=0, le=86400)
-    """Scale down only to the highest recommendation of this window."""
-    max_step: int = Field(default=1, ge=1)
-    """At most this many replicas removed per decision."""
-
-
-class PromQueries(_Model):
-    """PromQL overrides, one per signal. Each query must return one series per
-    ModelDeployment labelled `modeldeployment` and `namespace`; unset signals use the
-    preset of `model.backend`."""
-
-    token_rate: str | None = None
-    """Output tokens/s."""
-    prompt_token_rate: str | None = None
-    """Prompt (input) tokens/s."""
-    request_rate: str | None = None
-    """Requests/s."""
-    latency_p99: str | None = None
-    """P99 of the SLO's latency signal, in seconds."""
-    queue_depth: str | None = None
-    """Requests waiting."""
-
-
-class Prometheus(_Model):
-    """Where metrics come from."""
-
-    url: str | None = None
-    """Prometheus base URL; overrides the operator's `--prometheus-url`."""
-    timeout_seconds: float = Field(default=5.0, gt=0, le=300)
-    """Timeout of each Prometheus query; a query that times out counts as missing metrics."""
-    queries: PromQueries = _sub(PromQueries)
-
-
-class OnMissingMetrics(_Model):
-    """What the autoscaler does when metrics are missing or stale. It never scales down
-    because of missing metrics."""
-
-    behavior: MissingMetricsBehavior = "Hold"
-    """`Hold` keeps the current replicas; `Floor` scales to at least `floorReplicas`."""
-    floor_replicas: int | None = Field(default=None, ge=0)
-    """With `behavior: Floor`: scale up to at least this many replicas while metrics are
-    missing (required then)."""
-    stale_after_seconds: float = Field(default=60.0, gt=0, le=3600)
-    """A newest sample older than this counts as missing."""
-
-    @model_validator(mode="after")
-    def _check(self) -> OnMissingMetrics:
-        if self.behavior == "Floor" and self.floor_replicas is None:
-            raise ValueError(MSG_FLOOR)
-        return self
-
-
-class Scaling(_Model):
-    """How the number of replicas is decided."""
-
-    mode: ScalingMode = "Predictive"
-    """`Predictive`: the operator scales ahead of demand. `RecommendOnly`: it computes and
-    reports a recommendation in status but does not act. `External`: `spec.replicas` (the
-    `/scale` subresource: kubectl scale, HPA, KEDA) decides."""
-    targets: Targets = _sub(Targets)
-    forecast: Forecast = _sub(Forecast)
-    scale_up: ScaleUp = _sub(ScaleUp)
-    scale_down: ScaleDown = _sub(ScaleDown)
-    prometheus: Prometheus = _sub(Prometheus)
-    on_missing_metrics: OnMissingMetrics = _sub(OnMissingMetrics)
-
-
-# --------------------------------------------------------------------------- warm-up
-
-
-class InferInput(_Model):
-    """One input tensor of a warm-up request."""
-
-    datatype: str = Field(min_length=1, max_length=16)
-    """Triton datatype: BYTES, FP32, INT32, BOOL, ..."""
-    shape: list[int] = Field(min_length=0, max_length=8)
-    """Tensor shape, e.g. `[1, 1]`."""
-    data: list[Any]
-    """Values, flattened or nested; strings for BYTES."""
-
-
-class WarmUpRequest(_Model):
-    """An explicit warm-up inference request."""
-
-    inputs: dict[str, InferInput]
-    """Input tensors by name."""
-    outputs: list[str] = Field(default_factory=list)
-    """Outputs to request (empty: all)."""
-    parameters: dict[str, Any] = Field(default_factory=dict)
-    """Request parameters, e.g. `{"max_tokens": 64}` for the vLLM backend."""
-
-
-class WarmUpSuccess(_Model):
-    """When a pod counts as warm."""
-
-    stable_last_n: int = Field(default=3, ge=1)
-    """The last N requests must all succeed and be within `maxLatencyFactor`."""
-    max_latency_factor: float = Field(default=1.5, ge=1)
-    """... of the median latency of those last N requests (the model stopped getting
-    faster)."""
-
-
-class WarmUp(_Model):
-    """Warm every new pod with real inference requests before it gets traffic (pod
-    readiness gate `modelscale.dev/warmed-up`)."""
-
-    enabled: bool = True
-    """Warm pods up before they get traffic. false: a pod is Ready as soon as Triton is."""
-    protocol: WarmUpProtocol = "GRPC"
-    """gRPC also serves decoupled (streaming) models such as the vLLM backend's."""
-    requests: list[WarmUpRequest] = Field(default_factory=list)
-    """Explicit requests, sent round-robin. Empty: generated from the model's metadata when
-    `autoGenerate` is true."""
-    auto_generate: bool = True
-    """Without explicit `requests`, build requests from the model's metadata (input names,
-    datatypes, shapes)."""
-    count: int = Field(default=8, ge=1, le=10000)
-    """Requests sent per pod at least; up to 4 x count while latencies are still falling."""
-    concurrency: int = Field(default=2, ge=1, le=1024)
-    """Warm-up requests in flight at once per pod."""
-    timeout_seconds: float = Field(default=60.0, gt=0, le=3600)
-    """Per request; also bounds the wait for the server and the model to be ready."""
-    max_attempts: int = Field(default=3, ge=1, le=100)
-    """Warm-up rounds before the pod is reported as failing warm-up."""
-    success: WarmUpSuccess = _sub(WarmUpSuccess)
-
-    @model_validator(mode="after")
-    def _check(self) -> WarmUp:
-        if self.enabled and not self.requests and not self.auto_generate:
-            raise ValueError(MSG_WARMUP_INPUTS)
-        if self.success.stable_last_n > self.count:
-            raise ValueError(MSG_STABLE_N)
-        return self
-
-
 # --------------------------------------------------------------------------- disruption
 
 
@@ -490,9 +338,6 @@ class Disruption(_Model):
 MSG_MIN_MAX = "minReplicas must be less than or equal to maxReplicas"
 MSG_REPLICAS_BOUNDS = "replicas must be between minReplicas and maxReplicas"
 MSG_DRAIN = "server.drainSeconds must be less than server.terminationGracePeriodSeconds"
-MSG_FLOOR = "scaling.onMissingMetrics.floorReplicas is required when behavior is Floor"
-MSG_WARMUP_INPUTS = "warmUp needs explicit requests or autoGenerate: true when enabled"
-MSG_STABLE_N = "warmUp.success.stableLastN must not exceed warmUp.count"
 MSG_MAX_UNAVAILABLE = "disruption.maxUnavailable must be a non-negative integer or a percentage"
 
 # (path below spec or "" for spec itself, CEL rule, message). The schema's own keywords
@@ -556,90 +401,6 @@ class ModelDeploymentSpec(_Model):
         return self
 
 
-# --------------------------------------------------------------------------- status
-
-
-class Condition(_Lenient):
-    """A Kubernetes-style condition: Available, Progressing, Degraded, ..."""
-
-    type: str
-    status: ConditionStatus
-    reason: str = ""
-    """CamelCase reason, e.g. `MinimumReplicasWarmed`."""
-    message: str = ""
-    last_transition_time: str | None = Field(
-        default=None, json_schema_extra={"format": "date-time"}
-    )
-    """Changes only when `status` changes."""
-    observed_generation: int | None = None
-
-
-class ScalingDecision(_Lenient):
-    """One past autoscaler decision."""
-
-    time: str = Field(json_schema_extra={"format": "date-time"})
-    replicas: int
-    reason: str
-
-
-class AutoscalingStatus(_Lenient):
-    """What the autoscaler saw, predicted and decided last."""
-
-    current_token_rate: float | None = None
-    """Output tokens/s now, summed over the replicas."""
-    predicted_token_rate: float | None = None
-    """Forecast output tokens/s at `now + horizonSeconds`."""
-    current_p99_seconds: float | None = None
-    predicted_p99_seconds: float | None = None
-    horizon_seconds: float | None = None
-    """The horizon in use: measured pod start-up time, or `spec...forecast.horizonSeconds`."""
-    recommended_replicas: int | None = None
-    """What the policy recommends now (also in RecommendOnly mode)."""
-    reason: str | None = None
-    message: str | None = None
-    last_scale_time: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
-    decisions: list[ScalingDecision] = Field(default_factory=list, max_length=10)
-    """The last 10 decisions, oldest first."""
-    state: dict[str, Any] = Field(default_factory=dict)
-    """The policy's learned parameters (forecaster and capacity model), so a restarted
-    operator continues where it stopped. Free-form, owned by the autoscaler."""
-
-
-class WarmUpStatus(_Lenient):
-    """Measured pod start-up of this ModelDeployment's recent pods."""
-
-    median_seconds_to_ready: float | None = None
-    """Pod creation to Triton ready (scheduling, image pull, model load)."""
-    median_seconds_to_warm: float | None = None
-    """Pod creation to warmed (ready plus warm-up): the autoscaler's horizon."""
-    samples: int = 0
-
-
-class ModelDeploymentStatus(_Lenient):
-    """What the operator observed. Written by the operator only."""
-
-    observed_generation: int | None = None
-    replicas: int | None = None
-    """Pods of the current Deployment (for the `/scale` subresource)."""
-    ready_replicas: int | None = None
-    """Pods that are Ready (containers ready and warmed up)."""
-    warmed_replicas: int | None = None
-    """Pods whose warm-up succeeded."""
-    desired_replicas: int | None = None
-    """Replicas the operator set on the Deployment."""
-    selector: str | None = None
-    """Label selector of the pods, as a string (for the `/scale` subresource)."""
-    conditions: list[Condition] = Field(
-        default_factory=list,
-        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
-    )
-    autoscaling: AutoscalingStatus | None = None
-    warm_up: WarmUpStatus | None = None
-    kopf: dict[str, Any] = Field(default_factory=dict)
-    """Bookkeeping of the kopf framework (handler progress, last handled spec), kept in
-    status rather than in annotations so GitOps tools see no drift. Not for users."""
-
-
 # --------------------------------------------------------------------------- object
 
 
@@ -659,46 +420,3 @@ class ModelDeployment(_Lenient):
     @property
     def namespace(self) -> str:
         return self.metadata.namespace
-
-
-class NotSerialisableError(ValueError):
-    """A model holds a value the Kubernetes API cannot take (NaN or infinity)."""
-
-
-def to_api(model: BaseModel, *, patch: bool = False) -> dict[str, Any]:
-    """Serialise for the Kubernetes API: camelCase keys, JSON types.
-
-    Whole objects (default): no `None` values. `patch=True` gives a JSON merge patch: only
-    the fields the model was built with, so keys other writers own are left alone, and a
-    field set to `None` is written as `null`, which removes it. NaN and infinity raise
-    `NotSerialisableError` naming the field (`allow_nan=False` semantics): the apiserver
-    would refuse the whole patch with a message that names nothing."""
-    data: dict[str, Any] = model.model_dump(
-        by_alias=True, mode="json", exclude_none=not patch, exclude_unset=patch
-    )
-    _refuse_non_finite(data, path="", model=type(model).__name__)
-    return data
-
-
-def _refuse_non_finite(value: Any, *, path: str, model: str) -> None:
-    if isinstance(value, float) and not math.isfinite(value):
-        raise NotSerialisableError(
-            f"{model}: {path or 'value'} is {value}; the Kubernetes API takes only finite "
-            "numbers: fix what computed it (a division by zero, an empty series?)"
-        )
-    if isinstance(value, dict):
-        for key, item in value.items():
-            _refuse_non_finite(item, path=f"{path}.{key}" if path else str(key), model=model)
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            _refuse_non_finite(item, path=f"{path}[{i}]", model=model)
-
-
-def to_rfc3339(ts: float) -> str:
-    """Unix seconds -> `2026-01-02T03:04:05Z` (what Kubernetes writes for times)."""
-    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def from_rfc3339(text: str) -> float:
-    """`2026-01-02T03:04:05Z` (or with fraction / offset) -> Unix seconds."""
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()

@@ -27,7 +27,13 @@ Check = Callable[[Observation, PolicyConfig], Blocked | None]
 
 def check_metrics_present(obs: Observation, config: PolicyConfig) -> Blocked | None:
     if obs.token_rate is None or obs.sample_time is None or not math.isfinite(obs.token_rate):
-        return Blocked(METRICS_MISSING, "no token-rate sample from Prometheus")
+        if obs.metrics_error:
+            return Blocked(METRICS_MISSING, obs.metrics_error)
+        return Blocked(
+            METRICS_MISSING,
+            "Prometheus answered, but has no token-rate sample for this ModelDeployment's "
+            "pods (are they scraped?)",
+        )
     return None
 
 

@@ -106,6 +106,8 @@ class Observation:
     p99_tpot_seconds: float | None = None
     # Prompt (prefill) tokens/s summed over the pods (vllm:prompt_tokens_total), when known.
     prompt_token_rate: float | None = None
+    # Why there are no samples when Prometheus could not be queried (URL and error).
+    metrics_error: str | None = None
 
 
 @dataclass(frozen=True)

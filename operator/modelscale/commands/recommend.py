@@ -11,6 +11,7 @@ import sys
 import time
 
 from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
 from pydantic import ValidationError
 
 from modelscale import podfacts
@@ -43,7 +44,15 @@ def main(argv: list[str]) -> int:
         )
         return 2
     namespace, name = args.target.split("/")
-    api = kube_client.load()
+    try:
+        api = kube_client.load()
+    except ConfigException as err:
+        print(
+            f"modelscale recommend: no Kubernetes configuration ({err}); set KUBECONFIG or "
+            "run inside the cluster",
+            file=sys.stderr,
+        )
+        return 1
     try:
         body = reads.get_modeldeployment(api, namespace=namespace, name=name)
     except ApiException as err:
@@ -75,15 +84,15 @@ def main(argv: list[str]) -> int:
             strict=True,
         )
     except PrometheusError as err:
-        print(
-            f"modelscale recommend: Prometheus: {err} (the operator would hold replicas)",
-            file=sys.stderr,
+        url = md.spec.scaling.prometheus.url or args.prometheus_url
+        sig = batch.Fetched(
+            unreachable={(namespace, name): f"cannot query Prometheus at {url}: {err}"}
         )
-        sig = batch.Fetched()
     decision = decide(
         md,
         signals=sig.signals.get((namespace, name), Signals()),
         tpot_p99=sig.tpot_p99.get((namespace, name)),
+        metrics_error=sig.unreachable.get((namespace, name)),
         pods=pods,
         current=current,
         now=now,
@@ -111,19 +120,68 @@ def main(argv: list[str]) -> int:
             )
         )
         return 0
-    verb = "would scale" if acting and rec.replicas != current else "would keep"
     print(
-        f"{namespace}/{name} ({md.spec.scaling.mode}): {verb} {current} → {rec.replicas} replicas"
-    )
-    print(f"  reason:   {rec.reason}: {rec.message}")
-    print(
-        f"  now:      {obs.token_rate if obs.token_rate is not None else 'no data'} tok/s, "
-        f"P99 {obs.p99_seconds if obs.p99_seconds is not None else 'no data'} s, "
-        f"{obs.warmed_replicas} warmed of {current}"
-    )
-    if rec.forecast_token_rate is not None:
-        print(
-            f"  forecast: {rec.forecast_token_rate:.1f} tok/s in {rec.horizon_seconds or 0:.0f} s"
-            + (f", P99 {rec.forecast_p99_seconds:.3f} s" if rec.forecast_p99_seconds else "")
+        "\n".join(
+            render_text(
+                target=f"{namespace}/{name}",
+                mode=md.spec.scaling.mode,
+                current=current,
+                recommended=rec.replicas,
+                reason=f"{rec.reason}: {rec.message}",
+                token_rate=obs.token_rate,
+                p99_seconds=obs.p99_seconds,
+                slo_seconds=md.spec.scaling.targets.latency_slo.p99_seconds,
+                slo_signal=md.spec.scaling.targets.latency_slo.signal,
+                warmed=obs.warmed_replicas,
+                forecast_token_rate=rec.forecast_token_rate,
+                forecast_p99_seconds=rec.forecast_p99_seconds,
+                horizon_seconds=rec.horizon_seconds,
+            )
         )
+    )
     return 0
+
+
+def _num(value: float | None, unit: str, *, digits: int) -> str:
+    return "no data" if value is None else f"{value:.{digits}f}{unit}"
+
+
+def render_text(
+    *,
+    target: str,
+    mode: str,
+    current: int,
+    recommended: int,
+    reason: str,
+    token_rate: float | None,
+    p99_seconds: float | None,
+    slo_seconds: float,
+    slo_signal: str,
+    warmed: int,
+    forecast_token_rate: float | None,
+    forecast_p99_seconds: float | None,
+    horizon_seconds: float | None,
+) -> list[str]:
+    """The human-readable answer: one wording per mode, rounded numbers, the SLO shown."""
+    if mode == "Predictive":
+        action = (
+            f"scales {current} → {recommended} replicas"
+            if recommended != current
+            else f"keeps {current} replicas"
+        )
+    else:
+        noun = "replica" if recommended == 1 else "replicas"
+        action = f"recommends {recommended} {noun} (now {current}); {mode}: not acting"
+    lines = [
+        f"{target} ({mode}): {action}" if mode == "Predictive" else f"{target}: {action}",
+        f"  reason:   {reason}",
+        f"  now:      {_num(token_rate, ' tok/s', digits=1)}, "
+        f"P99 {_num(p99_seconds, ' s', digits=3)} (SLO {slo_seconds:g} s {slo_signal}), "
+        f"{warmed} warmed of {current}",
+    ]
+    if forecast_token_rate is not None:
+        lines.append(
+            f"  forecast: {forecast_token_rate:.1f} tok/s in {horizon_seconds or 0:.0f} s"
+            + (f", P99 {forecast_p99_seconds:.3f} s" if forecast_p99_seconds else "")
+        )
+    return lines

@@ -9,12 +9,14 @@ from collections.abc import Sequence
 
 from modelscale.api.v1alpha1 import Condition, ConditionStatus, ModelDeployment, to_rfc3339
 
+READY = "Ready"
+"""kstatus' summary condition: `kubectl wait --for=condition=Ready mdep/x`."""
 AVAILABLE = "Available"
 PROGRESSING = "Progressing"
 DEGRADED = "Degraded"
 SCALING_ACTIVE = "ScalingActive"
 
-_ORDER = {AVAILABLE: 0, PROGRESSING: 1, DEGRADED: 2, SCALING_ACTIVE: 3}
+_ORDER = {READY: 0, AVAILABLE: 1, PROGRESSING: 2, DEGRADED: 3, SCALING_ACTIVE: 4}
 
 
 def condition(type_: str, status: ConditionStatus, reason: str, message: str) -> Condition:

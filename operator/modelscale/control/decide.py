@@ -4,6 +4,7 @@ acts on it; `modelscale recommend` prints it."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -34,9 +35,11 @@ def decide(
     now: float,
     history: Sequence[tuple[float, float]] = (),
     tpot_p99: float | None = None,
+    metrics_error: str | None = None,
 ) -> Decision:
     """Run the policy for one ModelDeployment. `history` (token rate over time) seeds a
-    forecaster that has learned nothing yet."""
+    forecaster that has learned nothing yet. `metrics_error`: why Prometheus could not be
+    queried, told apart from an answer without samples."""
     stats = startup.stats_for(md_namespace=md.namespace, md_name=md.name, pods=pods)
     obs = scaling.observation(
         md,
@@ -47,6 +50,8 @@ def decide(
         now=now,
         tpot_p99=tpot_p99,
     )
+    if metrics_error is not None:
+        obs = dataclasses.replace(obs, metrics_error=metrics_error)
     config = scaling.policy_config(md.spec)
     state = scaling.previous_state(md)
     if history:

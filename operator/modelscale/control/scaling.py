@@ -3,6 +3,7 @@ operator writes. Pure: the scaling loop in handlers/ does the I/O around it."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 from modelscale.api.v1alpha1 import (
@@ -12,6 +13,7 @@ from modelscale.api.v1alpha1 import (
     ModelDeploymentSpec,
     ModelDeploymentStatus,
     ScalingDecision,
+    from_rfc3339,
     to_rfc3339,
 )
 from modelscale.autoscaling.types import Observation, PolicyConfig, Recommendation, ScalingState
@@ -79,8 +81,31 @@ def observation(
 
 
 def previous_state(md: ModelDeployment) -> ScalingState:
+    """The policy's state from status: `learnedState` (JSON text) plus the decisions kept
+    once in `decisions`; the older nested `state` map when that is all there is."""
     auto = md.status.autoscaling if md.status else None
-    return ScalingState.from_dict(auto.state if auto else None)
+    if auto is None:
+        return ScalingState()
+    if not auto.learned_state:
+        return ScalingState.from_dict(auto.state)
+    try:
+        data = json.loads(auto.learned_state)
+    except ValueError:
+        return ScalingState()  # edited into nonsense: start afresh, as from_dict does
+    if not isinstance(data, dict):
+        return ScalingState()
+    data["decisions"] = [
+        {"time": from_rfc3339(d.time), "replicas": d.replicas, "reason": d.reason}
+        for d in auto.decisions
+    ]
+    return ScalingState.from_dict(data)
+
+
+def learned_state(state: ScalingState) -> str:
+    """`state` without the decisions (status shows them once, in `decisions`), as compact
+    JSON text for `status.autoscaling.learnedState`."""
+    data = {k: v for k, v in state.to_dict().items() if k != "decisions"}
+    return json.dumps(data, separators=(",", ":"), allow_nan=False)
 
 
 def should_actuate(md: ModelDeployment, rec: Recommendation, *, current: int) -> bool:
@@ -138,7 +163,8 @@ def status(
             ScalingDecision(time=to_rfc3339(d.time), replicas=d.replicas, reason=d.reason)
             for d in state.decisions[-10:]
         ],
-        state=state.to_dict(),
+        learned_state=learned_state(state),
+        state=None,  # removes the pre-learnedState nested map on upgrade
     )
     merged = conditions.merge(
         existing, [scaling_condition(md, rec)], now=now, generation=md.metadata.generation

@@ -13,6 +13,8 @@ from modelscale.warmup import startup
 
 # Reasons (CamelCase) for the conditions this pass owns.
 MINIMUM_REPLICAS_READY = "MinimumReplicasReady"
+REPLICAS_WARMED = "ReplicasWarmed"
+TOO_FEW_WARMED = "TooFewReplicasWarmed"
 MINIMUM_REPLICAS_UNAVAILABLE = "MinimumReplicasUnavailable"
 SCALED_TO_ZERO = "ScaledToZero"
 WARMING_UP = "WarmingUp"
@@ -52,6 +54,23 @@ def _degraded(pods: Sequence[PodFacts], apply_error: str | None) -> Condition:
     if problem is None:
         return condition(conditions.DEGRADED, "False", AS_EXPECTED, "no problems seen")
     return condition(conditions.DEGRADED, "True", *problem)
+
+
+def _ready(*, ready: int, desired: int, min_replicas: int, stable: bool) -> Condition:
+    """kstatus' `Ready`: True only when enough pods serve warmed, at least
+    max(minReplicas, 1), and (once no rollout or scaling is under way) all `desired`.
+    A ModelDeployment scaled to zero serves nothing, so it is not Ready."""
+    need = max(min_replicas, 1, desired if stable else 0)
+    if ready >= need:
+        return condition(
+            conditions.READY, "True", REPLICAS_WARMED, f"{ready} of {desired} replicas warmed"
+        )
+    return condition(
+        conditions.READY,
+        "False",
+        TOO_FEW_WARMED,
+        f"{ready} of {desired} replicas warmed; Ready needs at least {need}",
+    )
 
 
 def compute(
@@ -133,7 +152,17 @@ def compute(
         selector=names.selector_string(md),
         conditions=conditions.merge(
             existing,
-            [available, progressing, _degraded(live, apply_error)],
+            [
+                _ready(
+                    ready=ready,
+                    desired=desired,
+                    min_replicas=md.spec.min_replicas,
+                    stable=progressing.status == "False",
+                ),
+                available,
+                progressing,
+                _degraded(live, apply_error),
+            ],
             now=now,
             generation=md.metadata.generation,
         ),

@@ -8,7 +8,9 @@ again after `delay` seconds); the kopf handlers turn them into kopf's own."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from kubernetes import client
@@ -149,6 +151,28 @@ def _report_invalid(
     )
 
 
+class KeyedLocks:
+    """One lock per ModelDeployment. kopf runs sync handlers in a thread pool, so on
+    creation the create handler and the first child-Deployment event ran two passes at
+    once: both read the Service and PDB as absent, both applied, and both posted
+    `ServiceCreated` / `PodDisruptionBudgetCreated`. Serialised, the second pass sees the
+    children and reports them unchanged. Different ModelDeployments still run in parallel."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._locks: dict[tuple[str, str], threading.Lock] = {}
+
+    @contextmanager
+    def hold(self, key: tuple[str, str]) -> Iterator[None]:
+        with self._guard:
+            lock = self._locks.setdefault(key, threading.Lock())
+        with lock:
+            yield
+
+
+_PASSES = KeyedLocks()
+
+
 def reconcile(api: client.ApiClient, body: Mapping[str, Any], *, now: float) -> None:
     """Reconcile one ModelDeployment body. Raises InvalidSpecError (after reporting it in
     status) or RetryError."""
@@ -162,7 +186,8 @@ def reconcile(api: client.ApiClient, body: Mapping[str, Any], *, now: float) -> 
         _report_invalid(api, body, message=str(err), now=now)
         raise
     try:
-        converge(api, md, body, now=now)
+        with _PASSES.hold((md.namespace, md.name)):
+            converge(api, md, body, now=now)
     except ApiException as err:
         raise RetryError(f"Kubernetes API error: {err.status} {err.reason}", delay=10) from err
 

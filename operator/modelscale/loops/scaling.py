@@ -145,6 +145,7 @@ def run_pass(api: client.ApiClient, *, config: OperatorConfig, now: float) -> li
                 md,
                 signals=sigs.signals.get(key, Signals()),
                 tpot_p99=sigs.tpot_p99.get(key),
+                metrics_error=sigs.unreachable.get(key),
                 pods=pods_by_md.get(key, []),
                 current=replicas_now[key].replicas,
                 now=now,

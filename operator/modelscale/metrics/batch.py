@@ -27,6 +27,9 @@ class Fetched:
 
     signals: dict[Key, promql.Signals] = field(default_factory=dict)
     tpot_p99: dict[Key, float] = field(default_factory=dict)
+    unreachable: dict[Key, str] = field(default_factory=dict)
+    """Why Prometheus gave no answer for a ModelDeployment (its URL and the error), as
+    opposed to an answer without samples."""
     queries: int = 0
     errors: int = 0
 
@@ -73,6 +76,8 @@ def fetch(
             )
             if strict:
                 raise
+            why = f"cannot query Prometheus at {url}: {err}"
+            out.unreachable.update({(md.namespace, md.name): why for md in group.members})
             continue
         out.queries += result.queries
         out.signals.update(result.signals)

@@ -137,6 +137,7 @@ def test_status_has_no_defaults_and_an_omitted_spec_block_defaults_to_the_model_
             {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
             id="free-state",
         ),
+        pytest.param(".status.autoscaling.learnedState", {"type": "string"}, id="state-as-text"),
         pytest.param(".status.autoscaling.decisions", {"maxItems": 10}, id="last-10"),
         pytest.param(
             ".status.kopf",
@@ -184,13 +185,17 @@ def test_subresources_names_and_printer_columns() -> None:
         },
     }
     columns = [c["name"] for c in version["additionalPrinterColumns"] if not c.get("priority")]
-    assert columns == ["Ready", "Replicas", "Desired", "Tokens/s", "P99", "SLO", "Mode", "Age"]
+    assert columns == [
+        "Ready", "Warmed", "Replicas", "Desired", "Tokens/s", "P99", "SLO", "Mode", "Reason", "Age"
+    ]  # fmt: skip
     assert spec["names"]["shortNames"] == ["mdep"]
     assert spec["names"]["categories"] == ["modelscale", "ai"]
     # Every column's path exists in the schema (a typo would show an empty column forever).
     paths = dict(nodes(schema()))
     for column in version["additionalPrinterColumns"]:
-        if not column["jsonPath"].startswith(".metadata"):
+        if column["jsonPath"] == crd.READY_PATH:
+            assert ".status.conditions" in paths
+        elif not column["jsonPath"].startswith(".metadata"):
             assert column["jsonPath"] in paths, column
 
 

@@ -199,7 +199,12 @@ def test_the_reconcile_patch_leaves_the_scaling_loops_fields_alone() -> None:
     st = run(md(), [pod("a", ready=True, warmed=True)], desired=1)
     # Merge patch: only what this pass owns; `autoscaling` belongs to the scaling loop.
     assert "autoscaling" not in st and "kopf" not in st
-    assert {c["type"] for c in st["conditions"]} == {"Available", "Progressing", "Degraded"}
+    assert {c["type"] for c in st["conditions"]} == {
+        "Ready",
+        "Available",
+        "Progressing",
+        "Degraded",
+    }
 
 
 def test_conditions_of_other_writers_survive_a_reconcile_pass() -> None:
@@ -214,6 +219,7 @@ def test_conditions_of_other_writers_survive_a_reconcile_pass() -> None:
         md(), desired=0, pods=[], apply_error=None, now=NOW, existing_conditions=[theirs]
     )
     assert [c.type for c in built.conditions] == [
+        "Ready",
         "Available",
         "Progressing",
         "Degraded",
@@ -263,3 +269,48 @@ def test_scaling_status_is_typed_and_written_as_a_merge_patch(
 def test_non_finite_numbers_are_refused_with_the_field_named(bad: float) -> None:
     with pytest.raises(NotSerialisableError, match=r"autoscaling\.currentTokenRate is (nan|inf)"):
         to_api(scaling_status(bad, desired=3), patch=True)
+
+
+@pytest.mark.parametrize(
+    ("raw", "desired", "min_replicas", "ready"),
+    [
+        pytest.param(
+            [pod("a", ready=True, warmed=True), pod("b", ready=True, warmed=True)],
+            2,
+            1,
+            ("True", "ReplicasWarmed"),
+            id="stable-all-warmed",
+        ),
+        pytest.param(
+            [pod("a", ready=True, warmed=True), pod("b", containers_ready=True, warmed=False)],
+            2,
+            1,
+            ("True", "ReplicasWarmed"),
+            id="scaling-up-minimum-warmed",
+        ),
+        pytest.param(
+            [pod("a", ready=True, warmed=True), pod("b", containers_ready=True, warmed=False)],
+            2,
+            2,
+            ("False", "TooFewReplicasWarmed"),
+            id="below-min-replicas",
+        ),
+        pytest.param(
+            [pod("a", containers_ready=True, warmed=False, warm_reason="WarmUpInProgress")],
+            1,
+            1,
+            ("False", "TooFewReplicasWarmed"),
+            id="only-pod-warming",
+        ),
+        pytest.param([], 0, 0, ("False", "TooFewReplicasWarmed"), id="scaled-to-zero"),
+    ],
+)
+def test_ready_condition_for_kubectl_wait(
+    raw: list[dict[str, Any]], desired: int, min_replicas: int, ready: tuple[str, str]
+) -> None:
+    st = run(md(minReplicas=min_replicas), raw, desired=desired)
+    assert cond(st, "Ready") == ready
+    # Ready is listed first and says how many are warmed against what it needs.
+    first = st["conditions"][0]
+    assert first["type"] == "Ready"
+    assert f"of {desired} replicas warmed" in first["message"]
