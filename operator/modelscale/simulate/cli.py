@@ -78,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
         "intervals: aggregate traces re-draw Poisson arrivals, scaled per-request traces "
         "re-draw copy shifts (default 1)",
     )
-    for flag, default, metavar, help_ in (
+    later: tuple[tuple[str, float | None, str, str], ...] = (
         (
             "--start",
             0.0,
@@ -117,8 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
             "simulation tick in seconds (default 0.5; 1.0 halves the run time "
             "of multi-hour aggregate slices)",
         ),
-    ):
-        p.add_argument(flag, type=float, default=default, metavar=metavar, help=help_)
+    )
+    for flag, initial, metavar, help_ in later:
+        p.add_argument(flag, type=float, default=initial, metavar=metavar, help=help_)
     p.add_argument(
         "--sweep",
         action="store_true",
