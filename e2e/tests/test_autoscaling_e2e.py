@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import pytest
 from kubernetes import client
+from toy_md import modeldeployment_body, toy_model, toy_server
 
 from harness import cluster as harness_cluster
 from harness import loadgen
@@ -73,20 +74,12 @@ SCALE_REASONS = (
 
 
 def autoscaled(name: str, namespace: str) -> dict[str, Any]:
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "ModelDeployment",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            # backend vllm: the operator reads the toy's vllm:* metrics with the vLLM presets.
-            "model": {"name": "toy_llm", "repository": "/models", "backend": "vllm"},
-            "server": {
-                "image": "nvcr.io/nvidia/tritonserver:24.10-py3",
-                "gpus": 1,
-                "env": [{"name": k, "value": v} for k, v in TOY_ENV.items()],
-                "drainSeconds": 1,
-                "terminationGracePeriodSeconds": 10,
-            },
+    return modeldeployment_body(
+        name,
+        namespace,
+        {
+            "model": toy_model("vllm"),
+            "server": toy_server(TOY_ENV),
             "minReplicas": MIN_REPLICAS,
             "maxReplicas": MAX_REPLICAS,
             "scaling": {
@@ -105,7 +98,7 @@ def autoscaled(name: str, namespace: str) -> dict[str, Any]:
                 "success": {"stableLastN": 2, "maxLatencyFactor": 3},
             },
         },
-    }
+    )
 
 
 # --- load ----------------------------------------------------------------------------------
