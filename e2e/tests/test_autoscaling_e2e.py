@@ -18,6 +18,7 @@ window) is recorded and printed next to it.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -30,6 +31,7 @@ from typing import Any
 import numpy as np
 import pytest
 from kubernetes import client
+from toy_md import modeldeployment_body, toy_model, toy_server
 
 from harness import cluster as harness_cluster
 from harness import loadgen
@@ -73,20 +75,12 @@ SCALE_REASONS = (
 
 
 def autoscaled(name: str, namespace: str) -> dict[str, Any]:
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "ModelDeployment",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            # backend vllm: the operator reads the toy's vllm:* metrics with the vLLM presets.
-            "model": {"name": "toy_llm", "repository": "/models", "backend": "vllm"},
-            "server": {
-                "image": "nvcr.io/nvidia/tritonserver:24.10-py3",
-                "gpus": 1,
-                "env": [{"name": k, "value": v} for k, v in TOY_ENV.items()],
-                "drainSeconds": 1,
-                "terminationGracePeriodSeconds": 10,
-            },
+    return modeldeployment_body(
+        name,
+        namespace,
+        {
+            "model": toy_model("vllm"),
+            "server": toy_server(TOY_ENV),
             "minReplicas": MIN_REPLICAS,
             "maxReplicas": MAX_REPLICAS,
             "scaling": {
@@ -105,7 +99,7 @@ def autoscaled(name: str, namespace: str) -> dict[str, Any]:
                 "success": {"stableLastN": 2, "maxLatencyFactor": 3},
             },
         },
-    }
+    )
 
 
 # --- load ----------------------------------------------------------------------------------
@@ -252,6 +246,22 @@ class Monitor:
         return sorted(seen.values(), key=lambda d: from_rfc3339(d["time"]))
 
 
+@contextlib.contextmanager
+def watched(
+    kube_api: Any, namespace: str, name: str
+) -> Iterator[tuple[Monitor, loadgen.EndpointPoller]]:
+    """The ModelDeployment's Monitor, and a poller of its Service's ready endpoints (what
+    the load generator sends to), both running for the block."""
+    with (
+        Monitor(kube_api, namespace, name) as mon,
+        loadgen.EndpointPoller(
+            lambda: loadgen.ready_endpoints_from_slices(kube_api, namespace, name),
+            interval_s=0.3,
+        ) as endpoints,
+    ):
+        yield mon, endpoints
+
+
 def warm_time(pod: dict[str, Any]) -> float | None:
     """When the operator opened the pod's gate (creation + seconds-to-warm), if it did."""
     facts = podfacts.read(pod)
@@ -354,13 +364,7 @@ def test_load_ramp_scales_up_before_p99_breaks_and_back_down_after(
 ) -> None:
     name = served
     requests, starts = phased_trace(RAMP)
-    with (
-        Monitor(kube_api, namespace, name) as mon,
-        loadgen.EndpointPoller(
-            lambda: loadgen.ready_endpoints_from_slices(kube_api, namespace, name),
-            interval_s=0.3,
-        ) as endpoints,
-    ):
+    with watched(kube_api, namespace, name) as (mon, endpoints):
         started = time.time()
         replay = loadgen.start_replay(
             requests,
@@ -525,13 +529,7 @@ def test_prometheus_gone_holds_replicas_and_says_why_then_resumes(
     name = served
     # Enough load for 2-3 replicas (about 1000 tokens/s).
     requests, _ = phased_trace([Phase("busy", trace_start_s=1320, wall_s=240, speedup=2.5)])
-    with (
-        Monitor(kube_api, namespace, name) as mon,
-        loadgen.EndpointPoller(
-            lambda: loadgen.ready_endpoints_from_slices(kube_api, namespace, name),
-            interval_s=0.3,
-        ) as endpoints,
-    ):
+    with watched(kube_api, namespace, name) as (mon, endpoints):
         replay = loadgen.start_replay(
             requests, endpoints=endpoints, max_output_tokens=MAX_OUTPUT_TOKENS, max_concurrency=128
         )

@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 import yaml
+from toy_md import modeldeployment_body, toy_model, toy_server
 
 from harness import loadgen
 from harness.kubectl import Kubectl, wait_until
@@ -361,19 +362,12 @@ def prometheus_has_data(prometheus_url: str, expr: str) -> bool:
 
 
 def toy(name: str, namespace: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "modelscale.dev/v1alpha1",
-        "kind": "ModelDeployment",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "model": {"name": "toy_llm", "repository": "/models", "backend": "vllm"},
-            "server": {
-                "image": "nvcr.io/nvidia/tritonserver:24.10-py3",
-                "gpus": 1,
-                "env": [{"name": "TOY_LLM_LOAD_DELAY_S", "value": "0.5"}],
-                "drainSeconds": 1,
-                "terminationGracePeriodSeconds": 10,
-            },
+    return modeldeployment_body(
+        name,
+        namespace,
+        {
+            "model": toy_model("vllm"),
+            "server": toy_server({"TOY_LLM_LOAD_DELAY_S": "0.5"}),
             "minReplicas": 1,
             "maxReplicas": 2,
             "scaling": {
@@ -384,7 +378,7 @@ def toy(name: str, namespace: str) -> dict[str, Any]:
             },
             "warmUp": {"count": 4, "concurrency": 2, "success": {"stableLastN": 2}},
         },
-    }
+    )
 
 
 def test_every_dashboard_query_returns_data(

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from toy_md import modeldeployment_body, toy_model, toy_server
 
 from harness.kubectl import Kubectl, wait_until
 
@@ -17,14 +18,8 @@ pytestmark = pytest.mark.cluster
 
 def modeldeployment(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
     base: dict[str, Any] = {
-        "model": {"name": "toy_llm", "repository": "/models", "backend": "python"},
-        "server": {
-            "image": "nvcr.io/nvidia/tritonserver:24.10-py3",
-            "gpus": 1,
-            "env": [{"name": "TOY_LLM_LOAD_DELAY_S", "value": "0.5"}],
-            "drainSeconds": 1,
-            "terminationGracePeriodSeconds": 10,
-        },
+        "model": toy_model("python"),
+        "server": toy_server({"TOY_LLM_LOAD_DELAY_S": "0.5"}),
         "minReplicas": 1,
         "maxReplicas": 4,
         "warmUp": {
@@ -38,12 +33,7 @@ def modeldeployment(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
             base[key] = {**base[key], **value}
         else:
             base[key] = value
-    return {
-        "apiVersion": "modelscale.dev/v1alpha1",
-        "kind": "ModelDeployment",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": base,
-    }
+    return modeldeployment_body(name, namespace, base)
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 import pytest
+from toy_md import modeldeployment_body, toy_model, toy_server
 
 from harness import loadgen
 from harness.kubectl import Kubectl, wait_until
@@ -36,19 +37,12 @@ def modeldeployment(
     replicas: int = 1,
     warm_up: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    return {
-        "apiVersion": "modelscale.dev/v1alpha1",
-        "kind": "ModelDeployment",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "model": {"name": "toy_llm", "repository": "/models", "backend": "python"},
-            "server": {
-                "image": "nvcr.io/nvidia/tritonserver:24.10-py3",
-                "gpus": 1,
-                "env": [{"name": k, "value": v} for k, v in env.items()],
-                "drainSeconds": 1,
-                "terminationGracePeriodSeconds": 10,
-            },
+    return modeldeployment_body(
+        name,
+        namespace,
+        {
+            "model": toy_model("python"),
+            "server": toy_server(env),
             "replicas": replicas,
             "minReplicas": 1,
             "maxReplicas": 3,
@@ -61,7 +55,7 @@ def modeldeployment(
                 "success": {"stableLastN": 3, "maxLatencyFactor": 1.5},
             },
         },
-    }
+    )
 
 
 def pods_of(kubectl: Kubectl, ns: str, name: str) -> list[dict[str, Any]]:

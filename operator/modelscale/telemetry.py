@@ -5,6 +5,14 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
+# Every per-ModelDeployment series carries these labels.
+PER_DEPLOYMENT = ("namespace", "modeldeployment")
+
+
+def _per_deployment_gauge(name: str, documentation: str) -> Gauge:
+    return Gauge(name, documentation, list(PER_DEPLOYMENT))
+
+
 DECISIONS = Counter(
     "modelscale_autoscaler_decisions",
     "Autoscaler recommendations by reason",
@@ -13,28 +21,18 @@ DECISIONS = Counter(
 SCALE_EVENTS = Counter(
     "modelscale_autoscaler_scale_events",
     "Replica changes the autoscaler applied",
-    ["namespace", "modeldeployment", "direction"],
+    [*PER_DEPLOYMENT, "direction"],
 )
-DESIRED = Gauge(
-    "modelscale_autoscaler_recommended_replicas",
-    "Replicas the policy recommends",
-    ["namespace", "modeldeployment"],
+DESIRED = _per_deployment_gauge(
+    "modelscale_autoscaler_recommended_replicas", "Replicas the policy recommends"
 )
-FORECAST_TOKEN_RATE = Gauge(
-    "modelscale_autoscaler_forecast_token_rate",
-    "Forecast output tokens/s at the horizon",
-    ["namespace", "modeldeployment"],
+FORECAST_TOKEN_RATE = _per_deployment_gauge(
+    "modelscale_autoscaler_forecast_token_rate", "Forecast output tokens/s at the horizon"
 )
-CURRENT_TOKEN_RATE = Gauge(
-    "modelscale_autoscaler_current_token_rate",
-    "Observed output tokens/s",
-    ["namespace", "modeldeployment"],
+CURRENT_TOKEN_RATE = _per_deployment_gauge(
+    "modelscale_autoscaler_current_token_rate", "Observed output tokens/s"
 )
-HORIZON = Gauge(
-    "modelscale_autoscaler_horizon_seconds",
-    "Forecast horizon in use",
-    ["namespace", "modeldeployment"],
-)
+HORIZON = _per_deployment_gauge("modelscale_autoscaler_horizon_seconds", "Forecast horizon in use")
 LOOP_SECONDS = Histogram(
     "modelscale_autoscaler_loop_duration_seconds",
     "Wall time of one scaling pass over all ModelDeployments",
@@ -56,29 +54,29 @@ _START_BUCKETS = (1, 2, 5, 10, 20, 30, 45, 60, 90, 120, 180, 300, 600, 1200, 180
 SECONDS_TO_WARM = Histogram(
     "modelscale_pod_seconds_to_warm",
     "Pod creation to warmed (containers ready plus warm-up)",
-    ["namespace", "modeldeployment"],
+    list(PER_DEPLOYMENT),
     buckets=_START_BUCKETS,
 )
 SECONDS_TO_READY = Histogram(
     "modelscale_pod_seconds_to_ready",
     "Pod creation to containers ready (scheduling, image, model load)",
-    ["namespace", "modeldeployment"],
+    list(PER_DEPLOYMENT),
     buckets=_START_BUCKETS,
 )
 WARMUP_DURATION = Histogram(
     "modelscale_warmup_duration_seconds",
     "Wall time of one warm-up attempt",
-    ["namespace", "modeldeployment"],
+    list(PER_DEPLOYMENT),
     buckets=(0.1, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600),
 )
 WARMUPS = Counter(
     "modelscale_warmups",
     "Warm-up attempts by outcome reason (WarmedUp, WarmUpFailed, ModelNotReady, ...)",
-    ["namespace", "modeldeployment", "reason"],
+    [*PER_DEPLOYMENT, "reason"],
 )
 PODS_REPLACED = Counter(
     "modelscale_warmup_pods_replaced",
     "Pods deleted after failing warm-up maxAttempts times",
-    ["namespace", "modeldeployment"],
+    list(PER_DEPLOYMENT),
 )
 IN_FLIGHT = Gauge("modelscale_warmups_in_flight", "Warm-ups running or waiting for a slot")

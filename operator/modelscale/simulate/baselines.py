@@ -120,7 +120,35 @@ class _HpaBehavior:
         return max(1, min(rec, up_limit))
 
 
-class Hpa:
+class _HpaDriven:
+    """What the HPA and KEDA (which feeds an HPA) share: a 15 s sync, a per-pod target,
+    a metric, the HPA's tolerance and the HPA behaviour; `target_label` names the target
+    in the error for a bad one."""
+
+    interval_s = 15.0
+    warmup_gate = False
+    target_label = "target"
+    default_name = "hpa-driven"
+
+    def __init__(
+        self,
+        *,
+        target_per_pod: float,
+        metric: Metric = output_token_rate,
+        tolerance: float = 0.1,
+        name: str | None = None,
+    ) -> None:
+        name = self.default_name if name is None else name
+        if target_per_pod <= 0:
+            raise ValueError(f"{name}: {self.target_label} must be > 0, got {target_per_pod}")
+        self.name = name
+        self.target = target_per_pod
+        self.metric = metric
+        self.tolerance = tolerance
+        self.behavior = _HpaBehavior()
+
+
+class Hpa(_HpaDriven):
     """Kubernetes HorizontalPodAutoscaler (autoscaling/v2, Kubernetes 1.34) on a Pods
     metric served by prometheus-adapter from the same Prometheus: by default output
     tokens/s per pod; `metric` chooses another per-pod series (e.g. running requests).
@@ -134,24 +162,8 @@ class Hpa:
     not checked, so a pod past L counts with its (cold) metric. Then `_HpaBehavior`.
     """
 
-    interval_s = 15.0
-    warmup_gate = False
-
-    def __init__(
-        self,
-        *,
-        target_per_pod: float,
-        metric: Metric = output_token_rate,
-        tolerance: float = 0.1,
-        name: str = "hpa",
-    ) -> None:
-        if target_per_pod <= 0:
-            raise ValueError(f"{name}: target per pod must be > 0, got {target_per_pod}")
-        self.name = name
-        self.target = target_per_pod
-        self.metric = metric
-        self.tolerance = tolerance
-        self.behavior = _HpaBehavior()
+    target_label = "target per pod"
+    default_name = "hpa"
 
     def raw_recommendation(self, *, total: float, current: int, with_metric: int) -> int:
         if with_metric == 0:
@@ -187,7 +199,7 @@ class Hpa:
 # ------------------------------------------------------------------------------- KEDA
 
 
-class Keda:
+class Keda(_HpaDriven):
     """KEDA 2.x Prometheus scaler feeding an HPA External metric of type AverageValue
     (KEDA's default metric type for the Prometheus trigger).
 
@@ -205,24 +217,8 @@ class Keda:
     unchanged. Then the same HPA behaviour as `Hpa`.
     """
 
-    interval_s = 15.0
-    warmup_gate = False
-
-    def __init__(
-        self,
-        *,
-        target_per_pod: float,
-        metric: Metric = output_token_rate,
-        tolerance: float = 0.1,
-        name: str = "keda",
-    ) -> None:
-        if target_per_pod <= 0:
-            raise ValueError(f"{name}: threshold must be > 0, got {target_per_pod}")
-        self.name = name
-        self.target = target_per_pod
-        self.metric = metric
-        self.tolerance = tolerance
-        self.behavior = _HpaBehavior()
+    target_label = "threshold"
+    default_name = "keda"
 
     def decide(self, view: View) -> int:
         raw = self.raw_recommendation(value=self.metric(view), status_replicas=view.created)

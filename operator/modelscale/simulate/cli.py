@@ -46,28 +46,28 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"policy to run (repeatable; default: {', '.join(suite.DEFAULT_POLICIES)}); "
         f"any of {', '.join(suite.POLICIES)}",
     )
-    p.add_argument(
-        "--slo-ttft",
-        type=float,
-        default=slo.ttft_s,
-        metavar="S",
-        help=f"P99 time-to-first-token target in seconds (default {slo.ttft_s:g})",
-    )
-    p.add_argument(
-        "--slo-ttft-per-1k",
-        type=float,
-        default=slo.ttft_per_1k_input_s,
-        metavar="S",
-        help="TTFT allowance per 1,000 prompt tokens: a request's TTFT target is "
-        f"--slo-ttft + this x prompt/1000 (default {slo.ttft_per_1k_input_s:g})",
-    )
-    p.add_argument(
-        "--slo-tpot",
-        type=float,
-        default=slo.tpot_s,
-        metavar="S",
-        help=f"P99 time-per-output-token target in seconds (default {slo.tpot_s:g})",
-    )
+    for flag, default, metavar, help_ in (
+        (
+            "--slo-ttft",
+            slo.ttft_s,
+            "S",
+            f"P99 time-to-first-token target in seconds (default {slo.ttft_s:g})",
+        ),
+        (
+            "--slo-ttft-per-1k",
+            slo.ttft_per_1k_input_s,
+            "S",
+            "TTFT allowance per 1,000 prompt tokens: a request's TTFT target is "
+            f"--slo-ttft + this x prompt/1000 (default {slo.ttft_per_1k_input_s:g})",
+        ),
+        (
+            "--slo-tpot",
+            slo.tpot_s,
+            "S",
+            f"P99 time-per-output-token target in seconds (default {slo.tpot_s:g})",
+        ),
+    ):
+        p.add_argument(flag, type=float, default=default, metavar=metavar, help=help_)
     p.add_argument("--seed", type=int, default=0, help="first seed for Poisson replay (default 0)")
     p.add_argument(
         "--seeds",
@@ -78,50 +78,48 @@ def build_parser() -> argparse.ArgumentParser:
         "intervals: aggregate traces re-draw Poisson arrivals, scaled per-request traces "
         "re-draw copy shifts (default 1)",
     )
-    p.add_argument(
-        "--start",
-        type=float,
-        default=0.0,
-        metavar="S",
-        help="skip this many seconds of the trace first",
+    later: tuple[tuple[str, float | None, str, str], ...] = (
+        (
+            "--start",
+            0.0,
+            "S",
+            "skip this many seconds of the trace first",
+        ),
+        (
+            "--duration",
+            None,
+            "S",
+            "replay only this many seconds (default: all)",
+        ),
+        (
+            "--rate-scale",
+            1.0,
+            "X",
+            "multiply the request rate (aggregates: Poisson rate; per-request: "
+            "thin or superpose copies)",
+        ),
+        (
+            "--startup",
+            defaults.startup_s,
+            "S",
+            f"replica start-up L in seconds (default {defaults.startup_s:g})",
+        ),
+        (
+            "--warmup",
+            defaults.warmup_s,
+            "S",
+            f"replica warm-up W in seconds (default {defaults.warmup_s:g})",
+        ),
+        (
+            "--dt",
+            0.5,
+            "S",
+            "simulation tick in seconds (default 0.5; 1.0 halves the run time "
+            "of multi-hour aggregate slices)",
+        ),
     )
-    p.add_argument(
-        "--duration",
-        type=float,
-        default=None,
-        metavar="S",
-        help="replay only this many seconds (default: all)",
-    )
-    p.add_argument(
-        "--rate-scale",
-        type=float,
-        default=1.0,
-        metavar="X",
-        help="multiply the request rate (aggregates: Poisson rate; per-request: "
-        "thin or superpose copies)",
-    )
-    p.add_argument(
-        "--startup",
-        type=float,
-        default=defaults.startup_s,
-        metavar="S",
-        help=f"replica start-up L in seconds (default {defaults.startup_s:g})",
-    )
-    p.add_argument(
-        "--warmup",
-        type=float,
-        default=defaults.warmup_s,
-        metavar="S",
-        help=f"replica warm-up W in seconds (default {defaults.warmup_s:g})",
-    )
-    p.add_argument(
-        "--dt",
-        type=float,
-        default=0.5,
-        metavar="S",
-        help="simulation tick in seconds (default 0.5; 1.0 halves the run time "
-        "of multi-hour aggregate slices)",
-    )
+    for flag, initial, metavar, help_ in later:
+        p.add_argument(flag, type=float, default=initial, metavar=metavar, help=help_)
     p.add_argument(
         "--sweep",
         action="store_true",

@@ -147,25 +147,17 @@ def _unary_sender(target: Target, protocol: WarmUpProtocol, timeout: float) -> t
     def send(template: inputs.RequestTemplate, request_id: str) -> None:
         infer_inputs, outputs = _build_inputs(template, protocol)
         params = dict(template.parameters) or None
-        if protocol == "HTTP":
-            client.infer(
-                target.model,
-                infer_inputs,
-                model_version=target.model_version,
-                outputs=outputs,
-                request_id=request_id,
-                parameters=params,
-            )
-        else:
-            client.infer(
-                target.model,
-                infer_inputs,
-                model_version=target.model_version,
-                outputs=outputs,
-                request_id=request_id,
-                client_timeout=timeout,
-                parameters=params,
-            )
+        # Only the gRPC client takes a per-call timeout (HTTP's is set on the connection).
+        per_call: dict[str, float] = {} if protocol == "HTTP" else {"client_timeout": timeout}
+        client.infer(
+            target.model,
+            infer_inputs,
+            model_version=target.model_version,
+            outputs=outputs,
+            request_id=request_id,
+            parameters=params,
+            **per_call,
+        )
 
     return send, client
 

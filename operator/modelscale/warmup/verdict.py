@@ -69,17 +69,15 @@ def judge(
     first = latencies[0] if latencies else None
     failed = [s for s in samples if not s.ok]
     if failed:
-        return WarmupResult(
+        return _result(
             ok=False,
             reason=reasons.REQUEST_FAILED,
             message=(
                 f"{len(failed)} of {len(samples)} warm-up requests failed "
                 f"after {duration_seconds:.1f} s: {failed[0].error[:200]}"
             ),
-            requests=len(samples),
+            samples=samples,
             duration_seconds=duration_seconds,
-            first_latency_seconds=first,
-            latencies=latencies,
         )
     n = max(1, settings.success.stable_last_n)
     median = statistics.median(latencies[-n:]) if latencies else None
@@ -87,7 +85,7 @@ def judge(
         latencies, settings.success
     ):
         assert median is not None and first is not None
-        return WarmupResult(
+        return _result(
             ok=True,
             reason=reasons.WARMED_UP,
             message=(
@@ -95,11 +93,9 @@ def judge(
                 f"median latency {_ms(median)} over the last {n} "
                 f"(first request {_ms(first)})"
             ),
-            requests=len(samples),
+            samples=samples,
             duration_seconds=duration_seconds,
-            median_latency_seconds=median,
-            first_latency_seconds=first,
-            latencies=latencies,
+            median=median,
         )
     if len(samples) >= budget(settings=settings):
         spread = (
@@ -107,18 +103,16 @@ def judge(
             if len(latencies) >= n
             else ""
         )
-        return WarmupResult(
+        return _result(
             ok=False,
             reason=reasons.NOT_STABLE,
             message=(
                 f"latency still not within {settings.success.max_latency_factor}x of its median "
                 f"after {len(samples)} requests in {duration_seconds:.1f} s{spread}"
             ),
-            requests=len(samples),
+            samples=samples,
             duration_seconds=duration_seconds,
-            median_latency_seconds=median,
-            first_latency_seconds=first,
-            latencies=latencies,
+            median=median,
         )
     return None
 
@@ -126,13 +120,29 @@ def judge(
 def failure(
     *, reason: str, message: str, samples: Sequence[Sample] = (), duration_seconds: float = 0.0
 ) -> WarmupResult:
+    return _result(
+        ok=False, reason=reason, message=message, samples=samples, duration_seconds=duration_seconds
+    )
+
+
+def _result(
+    *,
+    ok: bool,
+    reason: str,
+    message: str,
+    samples: Sequence[Sample],
+    duration_seconds: float,
+    median: float | None = None,
+) -> WarmupResult:
+    """The one constructor every verdict goes through: counts and latencies from `samples`."""
     latencies = tuple(s.latency_seconds for s in samples)
     return WarmupResult(
-        ok=False,
+        ok=ok,
         reason=reason,
         message=message,
         requests=len(samples),
         duration_seconds=duration_seconds,
+        median_latency_seconds=median,
         first_latency_seconds=latencies[0] if latencies else None,
         latencies=latencies,
     )

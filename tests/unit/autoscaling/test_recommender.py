@@ -9,22 +9,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import pytest
+from fixed_policy import FIXED_CAPACITY, T0, observation
 
 from modelscale.autoscaling import recommender
-from modelscale.autoscaling.types import Observation, PolicyConfig, Recommendation, ScalingState
+from modelscale.autoscaling.types import PolicyConfig, Recommendation, ScalingState
 
-T0 = 1_700_438_400.0
-# These tests pin the mechanisms that do not learn: the spec's capacity is used as it
-# is (test_policy_learning.py covers the learning policy).
-CONFIG = PolicyConfig(
-    adaptive=False,
-    min_replicas=1,
-    max_replicas=20,
-    target_tokens_per_replica=1000.0,
-    latency_slo_seconds=2.0,
-    headroom=0.8,
-    default_horizon_seconds=120.0,
-    scale_down_stabilization_seconds=300.0,
+CONFIG = replace(
+    FIXED_CAPACITY,
     max_scale_up_step=100,
     max_scale_down_step=1,
     # The stabilisation tests below watch the window alone; hysteresis has its own tests.
@@ -32,27 +23,7 @@ CONFIG = PolicyConfig(
 )
 
 
-def obs(
-    now: float,
-    *,
-    rate: float | None,
-    replicas: int,
-    warmed: int | None = None,
-    p99: float | None = 0.5,
-    queue: float | None = 0.0,
-    age: float = 5.0,
-    horizon: float | None = None,
-) -> Observation:
-    return Observation(
-        now=now,
-        token_rate=rate,
-        p99_seconds=p99,
-        queue_depth=queue,
-        sample_time=now - age,
-        warmed_replicas=replicas if warmed is None else warmed,
-        current_replicas=replicas,
-        measured_horizon_seconds=horizon,
-    )
+obs = observation
 
 
 @dataclass

@@ -4,9 +4,11 @@ the latency margin before a scale-down and the scale-down hysteresis."""
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 
 import numpy as np
 import pytest
+from fixed_policy import FIXED_CAPACITY, T0, observation
 
 from modelscale.autoscaling import recommender
 from modelscale.autoscaling.types import Observation, PolicyConfig, ScalingState
@@ -14,42 +16,11 @@ from modelscale.simulate import engine, ours, suite
 from modelscale.simulate.replica import ReplicaParams
 from modelscale.simulate.trace import Trace
 
-T0 = 1_700_438_400.0
-# These tests pin the mechanisms that do not learn: the spec's capacity is used as it
-# is (test_policy_learning.py covers the learning policy).
-CONFIG = PolicyConfig(
-    adaptive=False,
-    min_replicas=1,
-    max_replicas=20,
-    target_tokens_per_replica=1000.0,
-    latency_slo_seconds=2.0,
-    headroom=0.8,
-    default_horizon_seconds=120.0,
-    scale_down_stabilization_seconds=300.0,
-    tpot_slo_seconds=0.1,
-)
+CONFIG = replace(FIXED_CAPACITY, tpot_slo_seconds=0.1)
 
 
-def obs(
-    now: float,
-    *,
-    rate: float,
-    replicas: int,
-    p99: float | None = 0.5,
-    tpot: float | None = 0.03,
-    prompt: float | None = None,
-) -> Observation:
-    return Observation(
-        now=now,
-        token_rate=rate,
-        p99_seconds=p99,
-        queue_depth=0.0,
-        sample_time=now - 5.0,
-        warmed_replicas=replicas,
-        current_replicas=replicas,
-        p99_tpot_seconds=tpot,
-        prompt_token_rate=prompt,
-    )
+# These tests watch the TPOT signal: a healthy 30 ms unless a test says otherwise.
+obs = partial(observation, tpot=0.03)
 
 
 def settle(

@@ -13,6 +13,26 @@ from modelscale.simulate.replica import ReplicaParams, Slo
 from modelscale.simulate.trace import Trace
 
 
+def drawn_trace(
+    *,
+    name: str,
+    arrivals: np.ndarray,
+    rng: np.random.Generator,
+    prompt: tuple[int, int],
+    output: tuple[int, int],
+    duration_s: float,
+) -> Trace:
+    """A trace at these arrivals, prompt then output lengths drawn uniformly in [lo, hi)."""
+    n = arrivals.size
+    return Trace(
+        name=name,
+        arrival_s=arrivals,
+        input_tokens=rng.integers(*prompt, n),
+        output_tokens=rng.integers(*output, n),
+        duration_s=duration_s,
+    )
+
+
 def ramp(seed: int = 0) -> Trace:
     """Quiet for 5 min, then 3x the load for 10 min, then quiet again for 5 min."""
     rng = np.random.default_rng(seed)
@@ -20,12 +40,12 @@ def ramp(seed: int = 0) -> Trace:
     for start, end, rate in ((0, 300, 2.0), (300, 900, 6.0), (900, 1200, 2.0)):
         parts.append(np.sort(rng.uniform(start, end, int(rng.poisson(rate * (end - start))))))
     arrivals = np.concatenate(parts)
-    n = arrivals.size
-    return Trace(
+    return drawn_trace(
         name="ramp",
-        arrival_s=arrivals,
-        input_tokens=rng.integers(100, 1500, n),
-        output_tokens=rng.integers(20, 300, n),
+        arrivals=arrivals,
+        rng=rng,
+        prompt=(100, 1500),
+        output=(20, 300),
         duration_s=1200.0,
     )
 
@@ -67,12 +87,12 @@ def bursts() -> Trace:
     (4 req/s) badly underestimates what the burst needs."""
     rng = np.random.default_rng(1)
     arrivals = np.sort(np.concatenate([m * 60 + rng.uniform(0, 5, 240) for m in range(10)]))
-    n = arrivals.size
-    return Trace(
+    return drawn_trace(
         name="bursts",
-        arrival_s=arrivals,
-        input_tokens=rng.integers(500, 1500, n),
-        output_tokens=rng.integers(20, 200, n),
+        arrivals=arrivals,
+        rng=rng,
+        prompt=(500, 1500),
+        output=(20, 200),
         duration_s=600.0,
     )
 

@@ -34,7 +34,8 @@ def test_default_policy_is_the_operators_recommender() -> None:
     assert policy.warmup_gate and policy.interval_s == 15.0
 
 
-def test_observations_are_what_the_operator_would_see() -> None:
+def spy_on_recommend() -> tuple[list[Observation], ours.RecommendFn]:
+    """The real recommender, recording every observation the policy hands it."""
     seen: list[Observation] = []
 
     def spy(
@@ -42,6 +43,12 @@ def test_observations_are_what_the_operator_would_see() -> None:
     ) -> tuple[Recommendation, ScalingState]:
         seen.append(obs)
         return recommender.recommend(obs, config=config, state=state)
+
+    return seen, spy
+
+
+def test_observations_are_what_the_operator_would_see() -> None:
+    seen, spy = spy_on_recommend()
 
     tr = steady(3.0, 600)  # 300 output tok/s offered
     setup = suite.prepare(tr, recommend=spy)
@@ -67,13 +74,7 @@ def test_horizon_is_what_the_operator_would_measure() -> None:
     """None until a replica created during the replay has warmed (the policy then uses its
     configured default), then the median creation -> warmed time of those replicas: drawn
     start-up times, not the constant L + W."""
-    seen: list[Observation] = []
-
-    def spy(
-        obs: Observation, *, config: Any, state: ScalingState
-    ) -> tuple[Recommendation, ScalingState]:
-        seen.append(obs)
-        return recommender.recommend(obs, config=config, state=state)
+    seen, spy = spy_on_recommend()
 
     quiet, busy = steady(0.5, 300), steady(12.0, 900)
     tr = Trace(

@@ -168,41 +168,51 @@ class _Metrics:
         mf = pb_utils.MetricFamily
         # Keep the families referenced for the model's lifetime: a dropped family is deleted.
         self.families = {
-            "prompt": mf(
-                name="vllm:prompt_tokens_total",
-                description="Number of prefill tokens processed.",
-                kind=mf.COUNTER,
-            ),
-            "generation": mf(
-                name="vllm:generation_tokens_total",
-                description="Number of generation tokens processed.",
-                kind=mf.COUNTER,
-            ),
-            "ttft": mf(
-                name="vllm:time_to_first_token_seconds",
-                description="Histogram of time to first token in seconds.",
-                kind=mf.HISTOGRAM,
-            ),
-            "tpot": mf(
-                name="vllm:time_per_output_token_seconds",
-                description="Histogram of time per output token in seconds.",
-                kind=mf.HISTOGRAM,
-            ),
-            "e2e": mf(
-                name="vllm:e2e_request_latency_seconds",
-                description="Histogram of end to end request latency in seconds.",
-                kind=mf.HISTOGRAM,
-            ),
-            "running": mf(
-                name="vllm:num_requests_running",
-                description="Number of requests currently running on GPU.",
-                kind=mf.GAUGE,
-            ),
-            "waiting": mf(
-                name="vllm:num_requests_waiting",
-                description="Number of requests waiting to be processed.",
-                kind=mf.GAUGE,
-            ),
+            key: mf(name=name, description=description, kind=kind)
+            for key, name, description, kind in (
+                (
+                    "prompt",
+                    "vllm:prompt_tokens_total",
+                    "Number of prefill tokens processed.",
+                    mf.COUNTER,
+                ),
+                (
+                    "generation",
+                    "vllm:generation_tokens_total",
+                    "Number of generation tokens processed.",
+                    mf.COUNTER,
+                ),
+                (
+                    "ttft",
+                    "vllm:time_to_first_token_seconds",
+                    "Histogram of time to first token in seconds.",
+                    mf.HISTOGRAM,
+                ),
+                (
+                    "tpot",
+                    "vllm:time_per_output_token_seconds",
+                    "Histogram of time per output token in seconds.",
+                    mf.HISTOGRAM,
+                ),
+                (
+                    "e2e",
+                    "vllm:e2e_request_latency_seconds",
+                    "Histogram of end to end request latency in seconds.",
+                    mf.HISTOGRAM,
+                ),
+                (
+                    "running",
+                    "vllm:num_requests_running",
+                    "Number of requests currently running on GPU.",
+                    mf.GAUGE,
+                ),
+                (
+                    "waiting",
+                    "vllm:num_requests_waiting",
+                    "Number of requests waiting to be processed.",
+                    mf.GAUGE,
+                ),
+            )
         }
         f = self.families
         self.prompt = f["prompt"].Metric(labels=labels)
