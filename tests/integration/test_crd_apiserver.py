@@ -185,7 +185,13 @@ def test_scale_subresource_and_status(installed: None, kubectl: Kubectl, namespa
         "readyReplicas": 1,
         "desiredReplicas": 3,
         "selector": "modelscale.dev/modeldeployment=scaled",
-        "autoscaling": {"currentTokenRate": 812.5, "currentP99Seconds": 0.42, "state": {"a": [1]}},
+        "conditions": [{"type": "Ready", "status": "True", "reason": "ReplicasWarmed"}],
+        "autoscaling": {
+            "currentTokenRate": 812.5,
+            "currentP99Seconds": 0.42,
+            "reason": "ForecastTokenRate",
+            "state": {"a": [1]},
+        },
         "kopf": {"progress": {"h": {"retries": 1}}},
     }
     kubectl.run(
@@ -222,15 +228,28 @@ def test_scale_subresource_and_status(installed: None, kubectl: Kubectl, namespa
     assert header.split() == [
         "NAME",
         "READY",
+        "WARMED",
         "REPLICAS",
         "DESIRED",
         "TOKENS/S",
         "P99",
         "SLO",
         "MODE",
+        "REASON",
         "AGE",
     ]
-    assert row.split()[:8] == ["scaled", "1", "2", "3", "812.5", "0.42", "2", "External"]
+    assert row.split()[:10] == [
+        "scaled",
+        "True",
+        "1",
+        "2",
+        "3",
+        "812.5",
+        "0.42",
+        "2",
+        "External",
+        "ForecastTokenRate",
+    ]
 
 
 def test_samples_are_accepted(installed: None, kubectl: Kubectl, namespace: str) -> None:
