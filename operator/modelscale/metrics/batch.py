@@ -5,8 +5,10 @@ back with the result, for the operator's own metrics."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from modelscale.api.v1alpha1 import ModelDeployment
@@ -47,68 +49,108 @@ def _p99s(signals: dict[Key, promql.Signals]) -> dict[Key, float]:
     return {k: v.p99_seconds for k, v in signals.items() if v.p99_seconds is not None}
 
 
+# Groups are queried in parallel, so one slow or unreachable Prometheus URL costs the
+# others nothing; this many at once at most.
+MAX_PARALLEL_GROUPS = 8
+
+
 def fetch(
     plan: Sequence[groups.Group],
     *,
     namespaces: Sequence[str],
     now: float,
     strict: bool = False,
+    deadline: float | None = None,
 ) -> Fetched:
     """Signals per ModelDeployment of every group; a group whose Prometheus fails is
-    simply absent (the policy then holds), unless `strict`, which raises PrometheusError."""
+    simply absent (the policy then holds), unless `strict`, which raises PrometheusError.
+
+    `deadline` (time.monotonic): no query outlives it; a group that had not finished by
+    then is reported per ModelDeployment in `unreachable`, like one that failed."""
     scope = list(namespaces) or None
     out = Fetched()
-    for group in plan:
-        url, backend, signal = group.key
-        try:
-            result = prometheus.fetch_signals(
-                url=url,
-                queries=promql.presets(backend=backend, latency_signal=signal, namespaces=scope),
-                pods=group.owners,
-                timeout=group.timeout_seconds,
-                time=now,
-                overrides=group.overrides,
-            )
-        except prometheus.PrometheusError as err:
-            out.errors += 1
+    if not plan:
+        return out
+    workers = min(MAX_PARALLEL_GROUPS, len(plan))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="prometheus") as pool:
+        results = list(
+            pool.map(lambda g: _fetch_group(g, scope=scope, now=now, deadline=deadline), plan)
+        )
+    for group, answer in zip(plan, results, strict=True):
+        out.errors += answer.errors
+        result, tpot = answer.result, answer.tpot
+        if isinstance(result, prometheus.PrometheusError):
+            url = group.key.url
             log.warning(
-                "Prometheus %s: %s; %d ModelDeployment(s) hold", url, err, len(group.members)
+                "Prometheus %s: %s; %d ModelDeployment(s) hold", url, result, len(group.members)
             )
             if strict:
-                raise
-            why = f"cannot query Prometheus at {url}: {err}"
+                raise result
+            why = f"cannot query Prometheus at {url}: {result}"
             out.unreachable.update({(md.namespace, md.name): why for md in group.members})
             continue
-        out.queries += result.queries
+        out.queries += result.queries + (tpot.queries if tpot else 0)
         out.signals.update(result.signals)
-        if not group.watch_tpot or backend != "vllm":
-            continue
-        if signal == "TimePerOutputToken":  # the primary latency already is TPOT
-            out.tpot_p99.update(_p99s(result.signals))
-            continue
-        # One more batched query per group for the second SLO, whatever the group's size.
-        tpot_query = promql.presets(
-            backend=backend, latency_signal="TimePerOutputToken", namespaces=scope
-        )[promql.LATENCY_P99]
-        try:
-            tpot = prometheus.fetch_signals(
-                url=url,
-                queries={promql.LATENCY_P99: tpot_query},
-                pods=group.owners,
-                timeout=group.timeout_seconds,
-                time=now,
-            )
-        except prometheus.PrometheusError as err:
-            out.errors += 1
-            log.warning("Prometheus %s: TPOT: %s", url, err)
-            continue
-        out.queries += tpot.queries
-        out.tpot_p99.update(_p99s(tpot.signals))
+        if tpot is not None:
+            out.tpot_p99.update(_p99s(tpot.signals))
     return out
 
 
+@dataclass(frozen=True)
+class _GroupAnswer:
+    result: prometheus.FetchResult | prometheus.PrometheusError
+    tpot: prometheus.FetchResult | None = None
+    errors: int = 0
+
+
+def _fetch_group(
+    group: groups.Group, *, scope: list[str] | None, now: float, deadline: float | None
+) -> _GroupAnswer:
+    """One group's signals (or the error), its TPOT P99s when a member watches them, and
+    the errors met."""
+    url, backend, signal = group.key
+    try:
+        result = prometheus.fetch_signals(
+            url=url,
+            queries=promql.presets(backend=backend, latency_signal=signal, namespaces=scope),
+            pods=group.owners,
+            timeout=group.timeout_seconds,
+            time=now,
+            overrides=group.overrides,
+            deadline=deadline,
+        )
+    except prometheus.PrometheusError as err:
+        return _GroupAnswer(result=err, errors=1)
+    if not group.watch_tpot or backend != "vllm":
+        return _GroupAnswer(result=result)
+    if signal == "TimePerOutputToken":  # the primary latency already is TPOT
+        return _GroupAnswer(result=result, tpot=dataclasses.replace(result, queries=0))
+    # One more batched query per group for the second SLO, whatever the group's size.
+    tpot_query = promql.presets(
+        backend=backend, latency_signal="TimePerOutputToken", namespaces=scope
+    )[promql.LATENCY_P99]
+    try:
+        tpot = prometheus.fetch_signals(
+            url=url,
+            queries={promql.LATENCY_P99: tpot_query},
+            pods=group.owners,
+            timeout=group.timeout_seconds,
+            time=now,
+            deadline=deadline,
+        )
+    except prometheus.PrometheusError as err:
+        log.warning("Prometheus %s: TPOT: %s", url, err)
+        return _GroupAnswer(result=result, errors=1)
+    return _GroupAnswer(result=result, tpot=tpot)
+
+
 def history(
-    mds: Sequence[ModelDeployment], *, default_url: str, namespaces: Sequence[str], now: float
+    mds: Sequence[ModelDeployment],
+    *,
+    default_url: str,
+    namespaces: Sequence[str],
+    now: float,
+    deadline: float | None = None,
 ) -> History:
     """Token-rate history per ModelDeployment over its `forecast.lookbackSeconds`, to
     bootstrap the forecaster of a new ModelDeployment (or one whose status was lost).
@@ -132,6 +174,7 @@ def history(
                 end=now,
                 step=HISTORY_STEP_SECONDS,
                 timeout=max(md.spec.scaling.prometheus.timeout_seconds for md in members),
+                deadline=deadline,
             )
         except prometheus.PrometheusError as err:
             out.errors += 1

@@ -2,7 +2,9 @@
 
 ModelDeployments are grouped by (Prometheus URL, backend preset, latency signal); each
 group costs one query per signal, so a pass over 200 ModelDeployments of one kind issues
-as many queries as a pass over one. Spec overrides cost one query each."""
+as many queries as a pass over one. Spec overrides cost one query each. Members that set
+a different `prometheus.timeoutSeconds` get a group of their own, so one ModelDeployment's
+long timeout never makes the others wait for a slow Prometheus."""
 
 from __future__ import annotations
 
@@ -83,23 +85,35 @@ def plan(
 ) -> list[Group]:
     """The query groups of one pass."""
     out: list[Group] = []
-    for key, members in by_key(mds, default_url=default_url).items():
-        owners = {
-            (md.namespace, pod.name): (md.namespace, md.name)
-            for md in members
-            for pod in pods_by_md.get((md.namespace, md.name), ())
-            if serving(pod)
-        }
-        out.append(
-            Group(
-                key=key,
-                members=tuple(members),
-                owners=owners,
-                overrides={(md.namespace, md.name): o for md in members if (o := overrides(md))},
-                timeout_seconds=max(md.spec.scaling.prometheus.timeout_seconds for md in members),
-                watch_tpot=any(
-                    md.spec.scaling.targets.time_per_output_token_p99_seconds for md in members
-                ),
-            )
+    for key, same_key in by_key(mds, default_url=default_url).items():
+        by_timeout: dict[float, list[ModelDeployment]] = defaultdict(list)
+        for md in same_key:
+            by_timeout[md.spec.scaling.prometheus.timeout_seconds].append(md)
+        out.extend(
+            _group(key, members, timeout=timeout, pods_by_md=pods_by_md)
+            for timeout, members in sorted(by_timeout.items())
         )
     return out
+
+
+def _group(
+    key: GroupKey,
+    members: Sequence[ModelDeployment],
+    *,
+    timeout: float,
+    pods_by_md: Mapping[Key, Sequence[PodFacts]],
+) -> Group:
+    owners = {
+        (md.namespace, pod.name): (md.namespace, md.name)
+        for md in members
+        for pod in pods_by_md.get((md.namespace, md.name), ())
+        if serving(pod)
+    }
+    return Group(
+        key=key,
+        members=tuple(members),
+        owners=owners,
+        overrides={(md.namespace, md.name): o for md in members if (o := overrides(md))},
+        timeout_seconds=timeout,
+        watch_tpot=any(md.spec.scaling.targets.time_per_output_token_p99_seconds for md in members),
+    )

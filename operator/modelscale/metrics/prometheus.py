@@ -19,19 +19,21 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import time as _time
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import requests
 from prometheus_api_client import PrometheusConnect
 from prometheus_api_client.exceptions import PrometheusApiClientException
 from urllib3.util.retry import Retry
 
-from modelscale.metrics import promql
+from modelscale.metrics import deadline, promql
 
 Key = promql.Key
+_T = TypeVar("_T")
 
 
 class PrometheusError(Exception):
@@ -44,13 +46,41 @@ class FetchResult:
     queries: int
 
 
-def connect(*, url: str, timeout: float) -> PrometheusConnect:
+# The whole request (connect, headers, body) ends this long after the query's own
+# timeout, so Prometheus's "query timed out" arrives first when Prometheus is merely slow.
+DEADLINE_GRACE_SECONDS = 0.25
+
+
+def connect(
+    *, url: str, timeout: float, session: requests.Session | None = None
+) -> PrometheusConnect:
+    """A client whose every request ends within `timeout` + DEADLINE_GRACE_SECONDS.
+
+    `session` carries auth, TLS and proxies when Prometheus needs them (metrics.connection
+    builds it); the deadline adapter is mounted on it for `url`."""
     # No client-side retries: the loop runs again in 15 s, and a retrying client would
-    # stretch one cycle past the next when Prometheus is down. The HTTP timeout is a
-    # second longer than the query's, so Prometheus's own "query timed out" arrives first.
-    return PrometheusConnect(
-        url=url, timeout=timeout + 1.0, retry=Retry(total=0), disable_ssl=False
+    # stretch one cycle past the next when Prometheus is down.
+    session = session or requests.Session()
+    prom = PrometheusConnect(
+        url=url, timeout=timeout + DEADLINE_GRACE_SECONDS, retry=Retry(total=0), session=session
     )
+    # After PrometheusConnect's own mount, which it makes for the same prefix.
+    session.mount(url, deadline.Adapter(max_retries=Retry(total=0)))
+    return prom
+
+
+def _bounded(prom: PrometheusConnect, *, timeout: float, call: Callable[[], _T], what: str) -> _T:
+    """`call()` (one request through `prom`) cut off at the whole-request deadline."""
+    limit = timeout + DEADLINE_GRACE_SECONDS
+    with deadline.within(seconds=limit) as watch:
+        try:
+            return call()
+        except (requests.RequestException, PrometheusApiClientException) as err:
+            if watch.expired:
+                raise PrometheusError(
+                    f"{prom.url}: no complete answer within {limit:g} s: {what}"
+                ) from err
+            raise PrometheusError(f"{prom.url}: query failed: {_short(err)}: {what}") from err
 
 
 def _instant(
@@ -59,11 +89,11 @@ def _instant(
     params: dict[str, Any] = {"timeout": f"{timeout:g}"}  # seconds; "2.5s" would be refused
     if time is not None:
         params["time"] = f"{time:.3f}"
+    result = _bounded(
+        prom, timeout=timeout, call=lambda: prom.custom_query(expr, params=params), what=expr
+    )
     try:
-        result = prom.custom_query(expr, params=params)
         return promql.parse_vector(result)
-    except (requests.RequestException, PrometheusApiClientException) as err:
-        raise PrometheusError(f"{prom.url}: query failed: {_short(err)}: {expr}") from err
     except (KeyError, TypeError, ValueError) as err:
         raise PrometheusError(f"{prom.url}: unexpected answer to {expr}: {err}") from err
 
@@ -71,6 +101,16 @@ def _instant(
 def _short(err: Exception) -> str:
     text = str(err)
     return text if len(text) <= 300 else text[:300] + "..."
+
+
+def _within(timeout: float, deadline: float | None, *, what: str) -> float:
+    """The query timeout that still fits before `deadline` (time.monotonic)."""
+    if deadline is None:
+        return timeout
+    left = deadline - _time.monotonic() - DEADLINE_GRACE_SECONDS
+    if left <= 0.05:
+        raise PrometheusError(f"the scaling pass's deadline came before {what}")
+    return min(timeout, left)
 
 
 def fetch_signals(
@@ -82,6 +122,7 @@ def fetch_signals(
     time: float | None = None,
     overrides: Mapping[Key, Mapping[str, str]] | None = None,
     prom: PrometheusConnect | None = None,
+    deadline: float | None = None,
 ) -> FetchResult:
     """Signals for every ModelDeployment in `pods` (and in `overrides`).
 
@@ -92,17 +133,26 @@ def fetch_signals(
     Batched queries: one each, whatever the number of ModelDeployments. Overrides
     (signal -> PromQL, per ModelDeployment) cost one query each. The sample time of an
     overridden token rate is the evaluation time when the override returned data
-    (Prometheus itself drops series older than its 5-minute lookback)."""
+    (Prometheus itself drops series older than its 5-minute lookback).
+
+    `deadline` (time.monotonic) bounds the whole call: no query outlives it. A failing
+    override or an impossible series affects its ModelDeployment alone
+    (`Signals.problems`); a failing batched query raises PrometheusError."""
     prom = prom or connect(url=url, timeout=timeout)
     overrides = overrides or {}
     issued = 0
     values: dict[str, dict[Key, float]] = {}
+    problems: dict[Key, list[str]] = defaultdict(list)
     counts: dict[Key, int] = {}
     eval_time: float | None = time
     for signal, query in queries.items():
-        samples = _instant(prom, expr=query.expr, time=time, timeout=timeout)
+        budget = _within(timeout, deadline, what=f"the {signal} query")
+        samples = _instant(prom, expr=query.expr, time=time, timeout=budget)
         issued += 1
-        values[signal] = promql.aggregate(query, samples, owners=pods)
+        checked = promql.aggregate_checked(query, samples, owners=pods)
+        values[signal] = checked.values
+        for key, problem in checked.problems.items():
+            problems[key].append(problem)
         if signal == promql.SAMPLE_TIME:
             counts = promql.reporting_pods(samples, owners=pods)
         if samples and eval_time is None:
@@ -114,9 +164,16 @@ def fetch_signals(
             if not expr:
                 continue
             query = promql.override(signal, expr)
-            samples = _instant(prom, expr=expr, time=time, timeout=timeout)
-            issued += 1
-            overridden[key][signal] = promql.aggregate_override(query, samples, key=key)
+            # Missing, not the preset's value, when the user's own query fails.
+            overridden[key][signal] = None
+            try:
+                budget = _within(timeout, deadline, what=f"the {signal} override")
+                samples = _instant(prom, expr=expr, time=time, timeout=budget)
+                issued += 1
+                overridden[key][signal] = promql.aggregate_override(query, samples, key=key)
+            except (PrometheusError, ValueError) as err:
+                problems[key].append(f"override of {signal}: {err}")
+                continue
             if samples and eval_time is None:
                 eval_time = samples[0].timestamp
 
@@ -128,6 +185,7 @@ def fetch_signals(
             overridden=overridden.get(key, {}),
             pods_reporting=counts.get(key, 0),
             eval_time=eval_time,
+            problems=tuple(problems.get(key, ())),
         )
         for key in keys
     }
@@ -141,6 +199,7 @@ def _signals_for(
     overridden: Mapping[str, float | None],
     pods_reporting: int,
     eval_time: float | None,
+    problems: tuple[str, ...],
 ) -> promql.Signals:
     sources: dict[str, str] = {}
 
@@ -171,6 +230,7 @@ def _signals_for(
         sample_time=sample_time,
         pods_reporting=pods_reporting,
         sources=sources,
+        problems=problems,
     )
 
 
@@ -184,6 +244,7 @@ def fetch_history(
     step: float,
     timeout: float,
     prom: PrometheusConnect | None = None,
+    deadline: float | None = None,
 ) -> dict[Key, list[tuple[float, float]]]:
     """A batched SUM query (e.g. the token-rate preset) over [start, end], summed per
     ModelDeployment per step: history to bootstrap the forecaster after a restart or for
@@ -191,17 +252,20 @@ def fetch_history(
     owner is found by name (`promql.owner_by_deployment`)."""
     if query.kind != promql.Kind.SUM:
         raise ValueError("history needs a SUM query (token or request rate)")
+    timeout = _within(timeout, deadline, what="the history query")
     prom = prom or connect(url=url, timeout=timeout)
-    try:
-        result = prom.custom_query_range(
+    result = _bounded(
+        prom,
+        timeout=timeout,
+        call=lambda: prom.custom_query_range(
             query.expr,
             start_time=dt.datetime.fromtimestamp(start, tz=dt.UTC),
             end_time=dt.datetime.fromtimestamp(end, tz=dt.UTC),
             step=f"{step:g}",
             params={"timeout": f"{timeout:g}"},
-        )
-    except (requests.RequestException, PrometheusApiClientException) as err:
-        raise PrometheusError(f"{prom.url}: range query failed: {_short(err)}") from err
+        ),
+        what=f"range query {query.expr}",
+    )
     sums: dict[Key, dict[float, float]] = defaultdict(lambda: defaultdict(float))
     try:
         for series in result:

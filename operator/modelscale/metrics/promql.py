@@ -111,6 +111,9 @@ class Signals:
     sample_time: float | None = None  # oldest newest-sample among its reporting pods
     pods_reporting: int = 0  # pods with a fresh-enough series for the sample-time metric
     sources: Mapping[str, str] = field(default_factory=dict)  # signal -> "preset"/"override"/...
+    # What was refused or did not answer for this ModelDeployment alone (a bad series, a
+    # failing override): those signals are missing, and the policy will not scale down.
+    problems: tuple[str, ...] = ()
 
 
 def _namespace_regex(namespaces: Sequence[str] | None) -> str | None:
@@ -299,23 +302,71 @@ def _parse_le(raw: str) -> float:
 # ------------------------------------------------------------------------ aggregation
 
 
-def aggregate(
+@dataclass(frozen=True)
+class Aggregate:
+    """Per-ModelDeployment values of one query, and why some were refused: a series a
+    ModelDeployment's pods (or its override) returned that cannot be right (+Inf, a
+    negative rate, a bucket bound that is not a number) makes that signal missing for
+    that ModelDeployment alone, never for the others in the batch."""
+
+    values: dict[Key, float]
+    problems: dict[Key, str]
+
+
+def _bad_value(value: float) -> str | None:
+    if math.isinf(value):
+        return f"{value:+}"
+    if value < 0:
+        return f"negative ({value:g})"
+    return None
+
+
+def aggregate_checked(
     query: Query, samples: Iterable[Sample], *, owners: Mapping[tuple[str, str], Key]
-) -> dict[Key, float]:
+) -> Aggregate:
     """Per-ModelDeployment values of one batched query. `owners` maps (namespace, pod) to
     the ModelDeployment key; series of pods not in it are ignored. NaN values (a rate or
-    summary with no requests) are skipped."""
+    summary with no requests) are skipped; impossible ones are refused (`Aggregate`)."""
     groups: dict[Key, list[Sample]] = defaultdict(list)
+    problems: dict[Key, str] = {}
     for s in samples:
-        key = owners.get((s.labels.get("namespace", ""), s.labels.get("pod", "")))
-        if key is not None and not math.isnan(s.value):
-            groups[key].append(s)
+        pod = s.labels.get("pod", "")
+        key = owners.get((s.labels.get("namespace", ""), pod))
+        if key is None or key in problems or math.isnan(s.value):
+            continue
+        bad = _bad_value(s.value)
+        if bad is not None:
+            problems[key] = f"{query.signal}: pod {pod} reported {bad}"
+            continue
+        if query.kind == Kind.HISTOGRAM and _bucket_bound(s.labels.get("le")) is None:
+            problems[key] = f"{query.signal}: pod {pod} has a bucket le={s.labels.get('le')!r}"
+            continue
+        groups[key].append(s)
     out: dict[Key, float] = {}
     for key, group in groups.items():
+        if key in problems:
+            continue
         value = _combine(query, group)
         if value is not None and not math.isnan(value):
             out[key] = value * query.scale if query.kind != Kind.OLDEST else value
-    return out
+    return Aggregate(values=out, problems=problems)
+
+
+def aggregate(
+    query: Query, samples: Iterable[Sample], *, owners: Mapping[tuple[str, str], Key]
+) -> dict[Key, float]:
+    """`aggregate_checked(...).values`."""
+    return aggregate_checked(query, samples, owners=owners).values
+
+
+def _bucket_bound(raw: str | None) -> float | None:
+    if raw is None:
+        return None
+    try:
+        bound = _parse_le(raw)
+    except ValueError:
+        return None
+    return None if math.isnan(bound) else bound
 
 
 def _combine(query: Query, group: Sequence[Sample]) -> float | None:
@@ -326,7 +377,7 @@ def _combine(query: Query, group: Sequence[Sample]) -> float | None:
     if query.kind == Kind.OLDEST:
         return min(s.value for s in group)
     if query.kind == Kind.HISTOGRAM:
-        buckets = [(_parse_le(s.labels["le"]), s.value) for s in group if "le" in s.labels]
+        buckets = [(_parse_le(s.labels["le"]), s.value) for s in group]
         return bucket_quantile(query.quantile, buckets)
     if query.kind == Kind.RATIO:
         num = sum(s.value for s in group if s.labels.get("part") == "num")
@@ -336,7 +387,8 @@ def _combine(query: Query, group: Sequence[Sample]) -> float | None:
 
 
 def aggregate_override(query: Query, samples: Iterable[Sample], *, key: Key) -> float | None:
-    """Value of a per-ModelDeployment override query for `key`."""
+    """Value of a per-ModelDeployment override query for `key`; raises ValueError (with
+    what to fix) for a value that cannot be right (+Inf, negative)."""
     namespace, name = key
     values = [
         s.value
@@ -345,6 +397,10 @@ def aggregate_override(query: Query, samples: Iterable[Sample], *, key: Key) -> 
         and s.labels.get("modeldeployment", name) == name
         and not math.isnan(s.value)
     ]
+    for value in values:
+        bad = _bad_value(value)
+        if bad is not None:
+            raise ValueError(f"{query.signal}: the override returned {bad}")
     return sum(values) if values else None
 
 

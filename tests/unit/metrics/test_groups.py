@@ -103,9 +103,18 @@ def test_overrides_timeouts_and_tpot_follow_the_members() -> None:
         prometheus={"queries": {"tokenRate": "sum(rate(my_tokens[1m]))"}, "timeoutSeconds": 7},
         targets={"timePerOutputTokenP99Seconds": 0.05},
     )
-    (group,) = groups.plan([mine, md("b")], pods_by_md={}, default_url=DEFAULT)
+    (group,) = groups.plan(
+        [mine, md("c", prometheus={"timeoutSeconds": 7})], pods_by_md={}, default_url=DEFAULT
+    )
     assert dict(group.overrides) == {("llm", "a"): {promql.TOKEN_RATE: "sum(rate(my_tokens[1m]))"}}
     assert group.timeout_seconds == 7
     assert group.watch_tpot
     (plain,) = groups.plan([md("b")], pods_by_md={}, default_url=DEFAULT)
     assert not plain.overrides and not plain.watch_tpot
+
+
+def test_a_longer_timeout_gets_its_own_group_so_the_others_never_wait_for_it() -> None:
+    slow = md("slow", prometheus={"timeoutSeconds": 300})
+    plan = groups.plan([md("a"), slow, md("b")], pods_by_md={}, default_url=DEFAULT)
+    by_timeout = {g.timeout_seconds: sorted(m.name for m in g.members) for g in plan}
+    assert by_timeout == {5.0: ["a", "b"], 300.0: ["slow"]}

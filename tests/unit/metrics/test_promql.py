@@ -201,3 +201,58 @@ def test_parse_vector() -> None:
     assert promql.parse_vector(result) == [
         Sample({"namespace": "n", "pod": "p"}, 12.5, 1.7e9 + 0.5)
     ]
+
+
+GOOD_B = [s("ns2", "b-1", c, le=le) for le, c in (("1", 5.0), ("+Inf", 10.0))]
+
+
+@pytest.mark.parametrize(
+    ("signal", "bad", "problem"),
+    [
+        pytest.param(
+            promql.LATENCY_P99,
+            [s("ns1", "a-1", 3.0, le="abc"), s("ns1", "a-1", 5.0, le="+Inf")],
+            "latency_p99: pod a-1 has a bucket le='abc'",
+            id="bucket-le-abc",
+        ),
+        pytest.param(
+            promql.LATENCY_P99,
+            [s("ns1", "a-1", 3.0, le="NaN"), s("ns1", "a-1", 5.0, le="+Inf")],
+            "latency_p99: pod a-1 has a bucket le='NaN'",
+            id="bucket-le-nan",
+        ),
+        pytest.param(
+            promql.TOKEN_RATE,
+            [s("ns1", "a-1", 10.0), s("ns1", "a-2", INF)],
+            "token_rate: pod a-2 reported +inf",
+            id="rate-plus-inf",
+        ),
+        pytest.param(
+            promql.TOKEN_RATE,
+            [s("ns1", "a-1", 10.0), s("ns1", "a-2", -3.0)],
+            "token_rate: pod a-2 reported negative (-3)",
+            id="rate-negative",
+        ),
+    ],
+)
+def test_an_impossible_series_refuses_that_modeldeployment_alone(
+    signal: str, bad: list[Sample], problem: str
+) -> None:
+    q = promql.presets(backend="vllm")[signal]
+    others = GOOD_B if q.kind == Kind.HISTOGRAM else [s("ns2", "b-1", 7.0)]
+    got = promql.aggregate_checked(q, [*bad, *others], owners=OWNERS)
+    assert got.problems == {("ns1", "a"): problem}
+    assert set(got.values) == {("ns2", "b")}  # b's value is untouched
+
+
+def test_nan_means_no_requests_and_is_no_problem() -> None:
+    q = promql.presets(backend="vllm")[promql.TOKEN_RATE]
+    got = promql.aggregate_checked(q, [s("ns1", "a-1", math.nan)], owners=OWNERS)
+    assert got.values == {} and got.problems == {}
+
+
+@pytest.mark.parametrize("value", [INF, -1.0], ids=["inf", "negative"])
+def test_an_override_returning_an_impossible_value_says_what_to_fix(value: float) -> None:
+    q = promql.override(promql.TOKEN_RATE, "x")
+    with pytest.raises(ValueError, match="token_rate: the override returned"):
+        promql.aggregate_override(q, [Sample({}, value, 1.0)], key=("ns1", "a"))
