@@ -1,4 +1,5 @@
-"""Checks that block a scaling decision: metrics missing or stale.
+"""Checks that block a scaling decision: metrics missing or stale (no decision at all),
+or partial (no scale-down; scaling up stays allowed).
 
 A check returns `Blocked(reason, message)` or None; `first_block` runs them in order.
 Pure: time is `obs.now`.
@@ -14,6 +15,7 @@ from modelscale.autoscaling.types import Observation, PolicyConfig
 
 METRICS_MISSING = "MetricsMissing"
 METRICS_STALE = "MetricsStale"
+METRICS_PARTIAL = "MetricsPartial"
 
 
 @dataclass(frozen=True)
@@ -61,3 +63,42 @@ def first_block(obs: Observation, config: PolicyConfig, checks: Iterable[Check])
         if blocked is not None:
             return blocked
     return None
+
+
+# ------------------------------------------------- partial data: no scale-down on it
+# Like HPA, which counts pods without metrics as fully loaded when it scales down: the
+# demand seen is a lower bound, so it can justify more replicas but never fewer.
+
+
+def check_no_refused_series(obs: Observation, config: PolicyConfig) -> Blocked | None:
+    if obs.metrics_problems:
+        return Blocked(METRICS_PARTIAL, "; ".join(obs.metrics_problems))
+    return None
+
+
+def check_all_pods_reporting(obs: Observation, config: PolicyConfig) -> Blocked | None:
+    reporting = obs.pods_reporting
+    if reporting is not None and reporting < obs.warmed_replicas:
+        return Blocked(
+            METRICS_PARTIAL,
+            f"only {reporting} of {obs.warmed_replicas} warmed pods have metrics in Prometheus "
+            "(a pod that is not scraped reads as no load)",
+        )
+    return None
+
+
+def check_latency_present(obs: Observation, config: PolicyConfig) -> Blocked | None:
+    # No traffic, no latency: a missing P99 at a zero rate is expected, not partial.
+    if obs.p99_seconds is None and obs.token_rate is not None and obs.token_rate > 0:
+        return Blocked(
+            METRICS_PARTIAL,
+            f"tokens are flowing ({obs.token_rate:.0f}/s) but the P99 latency is missing",
+        )
+    return None
+
+
+SCALE_DOWN_CHECKS: tuple[Check, ...] = (
+    check_no_refused_series,
+    check_all_pods_reporting,
+    check_latency_present,
+)

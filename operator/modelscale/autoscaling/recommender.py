@@ -41,7 +41,12 @@ from typing import NamedTuple
 from modelscale.autoscaling import checks
 from modelscale.autoscaling import forecast as forecast_mod
 from modelscale.autoscaling import state as state_mod
-from modelscale.autoscaling.checks import METRIC_CHECKS, Blocked, first_block
+from modelscale.autoscaling.checks import (
+    METRIC_CHECKS,
+    SCALE_DOWN_CHECKS,
+    Blocked,
+    first_block,
+)
 from modelscale.autoscaling.demand import (
     draining,
     latencies,
@@ -385,7 +390,13 @@ def recommend(
         window = config.scale_down_stabilization_seconds
         covered = model.since is not None and obs.now - model.since >= window
         near_slo = latency_margin_short(obs, config)
-        if near_slo is not None:
+        partial = first_block(obs, config, SCALE_DOWN_CHECKS)
+        if partial is not None:
+            final = current
+            reason = partial.reason
+            message = f"{message}; holding {current}, no scale-down on partial data: "
+            message += partial.message
+        elif near_slo is not None:
             final = current
             reason = LATENCY_MARGIN
             message = f"{message}; holding {current}: {near_slo}"

@@ -17,6 +17,8 @@ Additions by autoscaling/ (backward-compatible, all with defaults):
 - `PolicyConfig.adaptive`: the learning policy of docs/policy.md (capacity learned with
   the spec's value as a prior, measured headroom, SLO-miss correction); False restores the
   earlier policy (spec capacity as a ceiling, constant headroom).
+- `Observation.pods_reporting`, `Observation.metrics_problems`: how complete the data is;
+  `checks.SCALE_DOWN_CHECKS` hold a scale-down on partial data.
 - `Decision.to_dict/from_dict`, `ScalingState.to_dict/from_dict`: the JSON-safe form kept in
   the resource's status (compact: a few KB at most; no raw history).
 """
@@ -108,6 +110,11 @@ class Observation:
     prompt_token_rate: float | None = None
     # Why there are no samples when Prometheus could not be queried (URL and error).
     metrics_error: str | None = None
+    # Serving pods whose series Prometheus returned (None: not known, e.g. the simulator).
+    # Fewer than `warmed_replicas`: a failed scrape makes series vanish, not go stale.
+    pods_reporting: int | None = None
+    # Series refused or overrides that failed for this ModelDeployment (checks.py).
+    metrics_problems: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from modelscale.api.v1alpha1 import ModelDeployment
 from modelscale.autoscaling import recommender
 from modelscale.autoscaling.types import Observation, Recommendation, ScalingState
 from modelscale.control import scaling
+from modelscale.metrics import promql
 from modelscale.metrics.promql import Signals
 from modelscale.podfacts import PodFacts
 from modelscale.warmup import startup
@@ -50,8 +51,16 @@ def decide(
         now=now,
         tpot_p99=tpot_p99,
     )
-    if metrics_error is not None:
-        obs = dataclasses.replace(obs, metrics_error=metrics_error)
+    # Completeness, for the no-scale-down-on-partial-data checks. An overridden token
+    # rate comes from the user's own series: the preset's per-pod count says nothing then.
+    overridden = signals.sources.get(promql.TOKEN_RATE) == "override"
+    obs = dataclasses.replace(
+        obs,
+        pods_reporting=None if overridden else signals.pods_reporting,
+        metrics_problems=signals.problems,
+        # A refused token rate is missing for a reason the user can fix: say which.
+        metrics_error=metrics_error or ("; ".join(signals.problems) or None),
+    )
     config = scaling.policy_config(md.spec)
     state = scaling.previous_state(md)
     if history:

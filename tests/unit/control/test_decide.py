@@ -3,6 +3,7 @@ in; recommendation, state and observation out. No cluster, no Prometheus."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, NamedTuple
 
 import pytest
@@ -11,6 +12,7 @@ from modelscale import podfacts
 from modelscale.api.v1alpha1 import ModelDeployment
 from modelscale.control import scaling
 from modelscale.control.decide import decide
+from modelscale.metrics import promql
 from modelscale.metrics.promql import Signals
 from modelscale.podfacts import PodFacts
 
@@ -64,10 +66,16 @@ class Expect(NamedTuple):
     acts: bool  # the scaling loop would change the Deployment
 
 
-def fresh(token_rate: float) -> Signals:
+def fresh(token_rate: float, *, reporting: int = 2, p99: float | None = 1.2) -> Signals:
     # P99 at 60 % of the 2 s SLO: neither calm nor busy, so the learning policy keeps the
     # spec's capacity prior and the replica counts below follow from it alone.
-    return Signals(token_rate=token_rate, p99_seconds=1.2, queue_depth=0.0, sample_time=NOW - 2)
+    return Signals(
+        token_rate=token_rate,
+        p99_seconds=p99,
+        queue_depth=0.0,
+        sample_time=NOW - 2,
+        pods_reporting=reporting,
+    )
 
 
 @pytest.mark.parametrize(
@@ -139,6 +147,74 @@ def test_decision_per_modeldeployment(
     assert scaling.should_actuate(m, rec, current=current) is expect.acts
     # The state carries the decision, so a restarted operator continues from it.
     assert decision.state.decisions[-1].replicas == rec.replicas
+
+
+NO_WINDOW = {"scaling": {"scaleDown": {"stabilizationWindowSeconds": 0}}}
+TWO = [pod("a"), pod("b")]
+
+
+@pytest.mark.parametrize(
+    ("signals", "current", "replicas", "reason", "says"),
+    [
+        pytest.param(fresh(100.0), 3, 2, "ForecastTokenRate", "", id="complete-data-scales-down"),
+        pytest.param(
+            fresh(100.0, reporting=1),
+            3,
+            3,
+            "MetricsPartial",
+            "only 1 of 2 warmed pods have metrics",
+            id="a-pod-not-scraped-holds",
+        ),
+        pytest.param(
+            fresh(100.0, p99=None),
+            3,
+            3,
+            "MetricsPartial",
+            "the P99 latency is missing",
+            id="p99-missing-while-tokens-flow-holds",
+        ),
+        pytest.param(
+            fresh(0.0, p99=None),
+            3,
+            2,
+            "MinReplicas",
+            "",
+            id="no-traffic-no-p99-still-scales-down",
+        ),
+        pytest.param(
+            dataclasses.replace(
+                fresh(100.0), problems=("latency_p99: pod a has a bucket le='abc'",)
+            ),
+            3,
+            3,
+            "MetricsPartial",
+            "le='abc'",
+            id="refused-series-holds-and-says-which",
+        ),
+        pytest.param(
+            fresh(3000.0, reporting=1),
+            2,
+            8,
+            "ForecastTokenRate",
+            "",
+            id="partial-data-still-scales-up",
+        ),
+    ],
+)
+def test_no_scale_down_on_partial_data(
+    signals: Signals, current: int, replicas: int, reason: str, says: str
+) -> None:
+    rec = decide(md(**NO_WINDOW), signals=signals, pods=TWO, current=current, now=NOW)
+    assert (rec.recommendation.replicas, rec.recommendation.reason) == (replicas, reason)
+    assert says in rec.recommendation.message
+
+
+def test_an_overridden_token_rate_does_not_need_the_preset_per_pod_series() -> None:
+    signals = dataclasses.replace(
+        fresh(100.0, reporting=0), sources={promql.TOKEN_RATE: "override"}
+    )
+    rec = decide(md(**NO_WINDOW), signals=signals, pods=TWO, current=3, now=NOW)
+    assert rec.recommendation.replicas == 2
 
 
 def test_history_seeds_a_forecaster_that_learned_nothing() -> None:
