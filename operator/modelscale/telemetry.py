@@ -3,6 +3,9 @@ the scaling loop's, the Prometheus batcher's and the warm-up's."""
 
 from __future__ import annotations
 
+import threading
+import time
+
 from prometheus_client import Counter, Gauge, Histogram
 
 # Every per-ModelDeployment series carries these labels.
@@ -42,6 +45,20 @@ LOOP_CPU_SECONDS = Counter(
     "modelscale_autoscaler_loop_cpu_seconds",
     "CPU time spent in scaling passes (thread time)",
 )
+LAST_PASS = Gauge(
+    "modelscale_autoscaler_last_pass_timestamp_seconds",
+    "Unix time the last scaling pass completed (the liveness probe fails when it is old)",
+)
+UNFINISHED = Counter(
+    "modelscale_autoscaler_unfinished",
+    "ModelDeployments a scaling pass did not finish by its deadline, by stage "
+    "(metrics: Prometheus did not answer in time; act: no time left to write)",
+    [*PER_DEPLOYMENT, "stage"],
+)
+METRICS_PROBLEMS = _per_deployment_gauge(
+    "modelscale_autoscaler_metrics_problems",
+    "Series refused or overrides failed for this ModelDeployment in the last pass",
+)
 MODELDEPLOYMENTS = Gauge(
     "modelscale_autoscaler_modeldeployments", "ModelDeployments seen by the last pass"
 )
@@ -80,3 +97,39 @@ PODS_REPLACED = Counter(
     list(PER_DEPLOYMENT),
 )
 IN_FLIGHT = Gauge("modelscale_warmups_in_flight", "Warm-ups running or waiting for a slot")
+
+
+# ------------------------------------------------------------------------ liveness
+
+# A pass older than this many scaling intervals means the loop is stuck: /healthz fails
+# and the kubelet restarts the operator. Every call in a pass has a deadline, and the pass
+# itself stops acting after two intervals (loops.scaling), so a healthy loop stays under.
+STALE_AFTER_INTERVALS = 3.0
+
+
+class Heartbeat:
+    """When the scaling loop last completed a pass (time.monotonic)."""
+
+    def __init__(self, *, started: float) -> None:
+        self._lock = threading.Lock()
+        self._last = started
+
+    def beat(self, *, now: float) -> None:
+        with self._lock:
+            self._last = now
+        LAST_PASS.set(time.time())
+
+    def stale(self, *, now: float, interval: float) -> str | None:
+        """Why the loop counts as stuck, or None when it is alive."""
+        with self._lock:
+            age = now - self._last
+        limit = STALE_AFTER_INTERVALS * interval
+        if age > limit:
+            return (
+                f"the last scaling pass completed {age:.0f} s ago "
+                f"(more than {STALE_AFTER_INTERVALS:g} intervals of {interval:g} s)"
+            )
+        return None
+
+
+SCALING_LOOP = Heartbeat(started=time.monotonic())

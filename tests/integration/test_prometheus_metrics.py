@@ -368,24 +368,27 @@ def test_history_range_query_per_modeldeployment(prometheus_url: str) -> None:
     assert state.model["ts"] == T
 
 
-@pytest.mark.parametrize(
-    "case",
-    [pytest.param("unreachable", id="unreachable"), pytest.param("bad-promql", id="bad-promql")],
-)
-def test_failures_raise_prometheus_error(prometheus_url: str, case: str) -> None:
-    if case == "unreachable":
-        url, overrides = f"http://127.0.0.1:{free_port()}", None
-    else:
-        url, overrides = prometheus_url, {("team-b", "beta"): {"token_rate": "sum(("}}
+def test_an_unreachable_prometheus_raises_prometheus_error() -> None:
     with pytest.raises(prometheus.PrometheusError):
         prometheus.fetch_signals(
-            url=url,
+            url=f"http://127.0.0.1:{free_port()}",
             queries=promql.presets(backend="vllm"),
             pods=ALL,
             timeout=5,
             time=T,
-            overrides=overrides,
         )
+
+
+def test_a_typo_in_one_override_is_that_modeldeployments_problem_alone(
+    prometheus_url: str,
+) -> None:
+    got = fetch(prometheus_url, overrides={("team-b", "beta"): {promql.TOKEN_RATE: "sum(("}})
+    beta = got.signals[("team-b", "beta")]
+    assert beta.token_rate is None and beta.sources[promql.TOKEN_RATE] == "override"
+    assert len(beta.problems) == 1 and "override of token_rate" in beta.problems[0]
+    assert "parse error" in beta.problems[0]  # Prometheus's own words reach the user
+    alpha = got.signals[("team-a", "alpha")]
+    assert alpha.token_rate == pytest.approx(150.0, rel=1e-9) and not alpha.problems
 
 
 # --------------------------------------------------------------------------- the batcher
@@ -434,3 +437,35 @@ def test_a_group_whose_prometheus_fails_is_absent_and_the_others_unaffected(
     assert fetched.queries == len(promql.presets(backend="vllm"))
     with pytest.raises(prometheus.PrometheusError, match=re.escape(down)):
         batch.fetch(plan, namespaces=(), now=T, strict=True)
+
+
+def test_one_tenants_slow_url_and_huge_timeout_cost_the_others_nothing(
+    prometheus_url: str,
+) -> None:
+    """A ModelDeployment with a Prometheus that accepts and never answers and a 300 s
+    timeout, one with a typo'd override and one with an unreachable URL: the others get
+    their signals, and the whole fetch ends at the pass's deadline, reported per
+    ModelDeployment."""
+    from harness import faultservers  # noqa: PLC0415
+
+    with faultservers.silent() as (host, port):
+        hung = f"http://{host}:{port}"
+        mds = [
+            modeldeployment("team-a", "alpha"),
+            modeldeployment("team-b", "beta", queries={"tokenRate": "sum(("}),
+            modeldeployment("team-b", "partial", url=f"http://127.0.0.1:{free_port()}"),
+            modeldeployment("team-b", "stale", url=hung, timeoutSeconds=300),
+        ]
+        pods: dict[tuple[str, str], list[PodFacts]] = {}
+        for p in PODS:
+            pods.setdefault(p.key, []).append(serving_pod(p.ns, p.md, p.name))
+        plan = groups.plan(mds, pods_by_md=pods, default_url=prometheus_url)
+        started = time.monotonic()
+        fetched = batch.fetch(plan, namespaces=(), now=T, deadline=started + 3.0)
+        took = time.monotonic() - started
+    assert took < 3.5, f"the pass's fetch took {took:.2f} s"
+    assert fetched.signals[("team-a", "alpha")].token_rate == pytest.approx(150.0, rel=1e-9)
+    assert "override of token_rate" in fetched.signals[("team-b", "beta")].problems[0]
+    assert set(fetched.unreachable) == {("team-b", "partial"), ("team-b", "stale")}
+    assert fetched.late == {("team-b", "stale")}
+    assert hung in fetched.unreachable[("team-b", "stale")]

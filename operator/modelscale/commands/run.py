@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 
 import kopf
@@ -37,11 +38,27 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--resync-interval", type=float, default=60.0, help="seconds between full reconciles"
     )
+    parser.add_argument(
+        "--kube-timeout",
+        type=_positive,
+        default=kube_client.DEFAULT_TIMEOUT_SECONDS,
+        help="seconds one Kubernetes API call may take (the operator's and kopf's own)",
+    )
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
     args = parser.parse_args(argv)
     if not args.all_namespaces and not args.namespace:
         args.all_namespaces = True
     return args
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, not {text!r}")
+    return value
 
 
 def build_settings(args: argparse.Namespace) -> kopf.OperatorSettings:
@@ -57,6 +74,9 @@ def build_settings(args: argparse.Namespace) -> kopf.OperatorSettings:
     settings.execution.max_workers = 32
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
+    # kopf's own non-watch calls (patches, events, the CRD scan): its default is 300 s.
+    settings.networking.request_timeout = args.kube_timeout
+    settings.networking.connect_timeout = min(10.0, args.kube_timeout)
     return settings
 
 
@@ -75,9 +95,15 @@ def main(argv: list[str]) -> int:
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     # Importing the handler modules registers their kopf handlers.
-    from modelscale.handlers import autoscale, reconcile, runtime, warmup  # noqa: F401, PLC0415
+    from modelscale.handlers import (  # noqa: F401, PLC0415
+        autoscale,
+        health,
+        reconcile,
+        runtime,
+        warmup,
+    )
 
-    api = kube_client.load()
+    api = kube_client.load(timeout_seconds=args.kube_timeout)
     shared = runtime.Runtime(config=operator_config(args), api=api, warmup=WarmupRunner(api))
 
     prometheus_client.start_http_server(args.metrics_port)

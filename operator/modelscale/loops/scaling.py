@@ -105,9 +105,26 @@ def _count(fetched: batch.Fetched | batch.History) -> None:
     telemetry.QUERY_ERRORS.inc(fetched.errors)
 
 
-def run_pass(api: client.ApiClient, *, config: OperatorConfig, now: float) -> list[Outcome]:
-    """One scaling pass over every ModelDeployment the operator watches."""
+# The pass's deadlines, in scaling intervals from its start: Prometheus answers within
+# one (a group that has not answered by then holds, and says so); no ModelDeployment is
+# acted on after two, so a pass never runs into the liveness probe's three.
+METRICS_DEADLINE_INTERVALS = 1.0
+PASS_DEADLINE_INTERVALS = 2.0
+
+
+def run_pass(
+    api: client.ApiClient,
+    *,
+    config: OperatorConfig,
+    now: float,
+    started: float | None = None,
+) -> list[Outcome]:
+    """One scaling pass over every ModelDeployment the operator watches. `started`
+    (time.monotonic) anchors the pass's deadlines; None: no deadline."""
     namespaces = config.namespaces
+    interval = config.autoscale_interval
+    metrics_deadline = None if started is None else started + METRICS_DEADLINE_INTERVALS * interval
+    pass_deadline = None if started is None else started + PASS_DEADLINE_INTERVALS * interval
     mds: dict[Key, tuple[ModelDeployment, dict[str, Any]]] = {}
     for body in reads.list_modeldeployments(api, namespaces=namespaces):
         try:
@@ -129,17 +146,29 @@ def run_pass(api: client.ApiClient, *, config: OperatorConfig, now: float) -> li
         groups.plan(members, pods_by_md=pods_by_md, default_url=config.prometheus_url),
         namespaces=namespaces,
         now=now,
+        deadline=metrics_deadline,
     )
     _count(sigs)
     fresh = [md for md in members if not scaling.previous_state(md).model]
     histories = batch.history(
-        fresh, default_url=config.prometheus_url, namespaces=namespaces, now=now
+        fresh,
+        default_url=config.prometheus_url,
+        namespaces=namespaces,
+        now=now,
+        deadline=metrics_deadline,
     )
     _count(histories)
+    for key in mds:
+        telemetry.METRICS_PROBLEMS.labels(*key).set(len(sigs.signals.get(key, Signals()).problems))
+        if key in sigs.late:
+            telemetry.UNFINISHED.labels(*key, "metrics").inc()
     outcomes: list[Outcome] = []
-    for key, (md, body) in mds.items():
-        if key not in replicas_now:
-            continue  # not reconciled yet: nothing to scale
+    left = [key for key in mds if key in replicas_now]  # the rest: not reconciled yet
+    for done, key in enumerate(left):
+        if pass_deadline is not None and time.monotonic() > pass_deadline:
+            _report_unfinished(left[done:], after=PASS_DEADLINE_INTERVALS * interval)
+            break
+        md, body = mds[key]
         try:
             decision = decide(
                 md,
@@ -158,6 +187,16 @@ def run_pass(api: client.ApiClient, *, config: OperatorConfig, now: float) -> li
         if outcome is not None:
             outcomes.append(outcome)
     return outcomes
+
+
+def _report_unfinished(keys: Sequence[Key], *, after: float) -> None:
+    for key in keys:
+        telemetry.UNFINISHED.labels(*key, "act").inc()
+    log.warning(
+        "scaling pass stopped at its %.0f s deadline; not acted on this pass: %s",
+        after,
+        ", ".join(f"{ns}/{name}" for ns, name in keys),
+    )
 
 
 def _act(
@@ -222,7 +261,9 @@ def timed_pass(api: client.ApiClient, *, config: OperatorConfig) -> list[Outcome
     """A pass at the current time, with its wall and CPU time recorded."""
     wall, cpu = time.monotonic(), time.thread_time()
     try:
-        return run_pass(api, config=config, now=time.time())
+        return run_pass(api, config=config, now=time.time(), started=wall)
     finally:
+        # A pass that failed (apiserver down) still completed: liveness is about hangs.
+        telemetry.SCALING_LOOP.beat(now=time.monotonic())
         telemetry.LOOP_SECONDS.observe(time.monotonic() - wall)
         telemetry.LOOP_CPU_SECONDS.inc(time.thread_time() - cpu)

@@ -32,6 +32,8 @@ class Fetched:
     unreachable: dict[Key, str] = field(default_factory=dict)
     """Why Prometheus gave no answer for a ModelDeployment (its URL and the error), as
     opposed to an answer without samples."""
+    late: set[Key] = field(default_factory=set)
+    """Those of `unreachable` whose answer did not come by the deadline."""
     queries: int = 0
     errors: int = 0
 
@@ -87,7 +89,10 @@ def fetch(
             if strict:
                 raise result
             why = f"cannot query Prometheus at {url}: {result}"
-            out.unreachable.update({(md.namespace, md.name): why for md in group.members})
+            keys = {(md.namespace, md.name) for md in group.members}
+            out.unreachable.update(dict.fromkeys(keys, why))
+            if isinstance(result, prometheus.DeadlineError):
+                out.late.update(keys)
             continue
         out.queries += result.queries + (tpot.queries if tpot else 0)
         out.signals.update(result.signals)

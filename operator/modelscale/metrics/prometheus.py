@@ -40,6 +40,10 @@ class PrometheusError(Exception):
     """Prometheus unreachable, too slow, or it rejected a query."""
 
 
+class DeadlineError(PrometheusError):
+    """No complete answer by the request's or the pass's deadline."""
+
+
 @dataclass(frozen=True)
 class FetchResult:
     signals: dict[Key, promql.Signals]
@@ -77,7 +81,7 @@ def _bounded(prom: PrometheusConnect, *, timeout: float, call: Callable[[], _T],
             return call()
         except (requests.RequestException, PrometheusApiClientException) as err:
             if watch.expired:
-                raise PrometheusError(
+                raise DeadlineError(
                     f"{prom.url}: no complete answer within {limit:g} s: {what}"
                 ) from err
             raise PrometheusError(f"{prom.url}: query failed: {_short(err)}: {what}") from err
@@ -109,7 +113,7 @@ def _within(timeout: float, deadline: float | None, *, what: str) -> float:
         return timeout
     left = deadline - _time.monotonic() - DEADLINE_GRACE_SECONDS
     if left <= 0.05:
-        raise PrometheusError(f"the scaling pass's deadline came before {what}")
+        raise DeadlineError(f"the scaling pass's deadline came before {what}")
     return min(timeout, left)
 
 
