@@ -13,7 +13,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -26,6 +26,10 @@ from modelscale.warmup import inputs, reasons, verdict
 log = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.5
+# Longest single health or metadata call: a server that accepts and never answers (gRPC
+# waits forever without a deadline) must neither outlive `timeoutSeconds` nor keep a stop
+# request waiting for long. A pod slower than this to answer a health check is retried.
+CALL_SECONDS = 2.0
 
 
 class StoppedError(Exception):
@@ -55,6 +59,11 @@ def _url(target: Target, protocol: WarmUpProtocol) -> str:
     port = target.http_port if protocol == "HTTP" else target.grpc_port
     host = f"[{target.host}]" if ":" in target.host else target.host
     return f"{host}:{port}"
+
+
+def _left(deadline: float) -> float:
+    """Seconds one call may take before `deadline` (time.monotonic): at most CALL_SECONDS."""
+    return max(0.05, min(CALL_SECONDS, deadline - time.monotonic()))
 
 
 def _connect(target: Target, protocol: WarmUpProtocol, timeout: float) -> Any:
@@ -103,12 +112,14 @@ def _wait_ready(
                 raise StoppedError
             try:
                 if client is None:
-                    client = _connect(target, protocol, timeout=5.0)
-                if not client.is_server_live():
+                    client = _connect(target, protocol, timeout=_left(deadline))
+                # HTTP's deadline is the connection's (set above); gRPC's is per call.
+                per_call = {} if protocol == "HTTP" else {"client_timeout": _left(deadline)}
+                if not client.is_server_live(**per_call):
                     last = "server not live"
-                elif not client.is_server_ready():
+                elif not client.is_server_ready(**per_call):
                     last = "server not ready"
-                elif not client.is_model_ready(target.model, target.model_version):
+                elif not client.is_model_ready(target.model, target.model_version, **per_call):
                     last = f"model {target.model!r} not ready"
                 else:
                     ready_client, client = client, None
@@ -126,15 +137,21 @@ def _wait_ready(
             client.close()
 
 
-def _metadata(client: Any, *, target: Target, protocol: WarmUpProtocol) -> tuple[Any, Any]:
-    if protocol == "HTTP":
+def _metadata(
+    client: Any, *, target: Target, protocol: WarmUpProtocol, timeout: float
+) -> tuple[Any, Any]:
+    if protocol == "HTTP":  # the connection's own timeouts bound these
         return (
             client.get_model_metadata(target.model, target.model_version),
             client.get_model_config(target.model, target.model_version),
         )
     return (
-        client.get_model_metadata(target.model, target.model_version, as_json=True),
-        client.get_model_config(target.model, target.model_version, as_json=True),
+        client.get_model_metadata(
+            target.model, target.model_version, as_json=True, client_timeout=timeout
+        ),
+        client.get_model_config(
+            target.model, target.model_version, as_json=True, client_timeout=timeout
+        ),
     )
 
 
@@ -260,11 +277,20 @@ def _send_until_settled(
             closer.close()
 
     workers = max(1, min(settings.concurrency, limit))
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="warmup-req") as pool:
-        for future in [pool.submit(worker) for _ in range(workers)]:
-            future.result()
-    if stop.is_set() and not verdicts:
-        raise StoppedError
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="warmup-req")
+    futures = [pool.submit(worker) for _ in range(workers)]
+    try:
+        # A stop is honoured at once, not after the requests in flight (each may take
+        # `timeoutSeconds`): the workers see it before their next request and end alone.
+        while not stop.is_set() and not all(f.done() for f in futures):
+            wait(futures, timeout=POLL_SECONDS)
+        if stop.is_set() and not verdicts:
+            raise StoppedError
+        for future in futures:
+            if future.done():
+                future.result()  # a worker's own bug, not a request's failure: raise it
+    finally:
+        pool.shutdown(wait=False)
     if verdicts:
         return verdicts[0]
     # Every worker stopped without a verdict: only possible if the budget was empty.
@@ -302,7 +328,9 @@ def run_warmup(
             duration_seconds=time.monotonic() - started,
         )
     try:
-        metadata, config = _metadata(client, target=target, protocol=protocol)
+        metadata, config = _metadata(
+            client, target=target, protocol=protocol, timeout=settings.timeout_seconds
+        )
     except Exception as err:
         return verdict.failure(
             reason=reasons.MODEL_NOT_READY,
