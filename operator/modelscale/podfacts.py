@@ -87,6 +87,10 @@ class PodFacts:
     stuck_message: str | None = None
     warmup_failure: str | None = None
     crashes: Crashes | None = None
+    node: str | None = None
+    # False when the pod's node is NotReady: it serves nothing and is no capacity, long
+    # before the node's taint evicts it (~5 min).
+    node_ready: bool = True
 
 
 def time_or_none(value: Any) -> float | None:
@@ -156,9 +160,11 @@ def _gate(raw: Mapping[str, Any] | None) -> Condition | None:
         return None  # someone wrote a malformed gate: treat it as not written
 
 
-def read(pod: Mapping[str, Any]) -> PodFacts:
-    """The facts of one pod body."""
+def read(pod: Mapping[str, Any], *, ready_nodes: frozenset[str] | None = None) -> PodFacts:
+    """The facts of one pod body. `ready_nodes`: the nodes whose Ready condition is True
+    (None: not known, every node counts as ready)."""
     meta = _mapping(pod.get("metadata"))
+    node = _mapping(pod.get("spec")).get("nodeName")
     status = _mapping(pod.get("status"))
     labels = _mapping(meta.get("labels"))
     annotations = {str(k): str(v) for k, v in _mapping(meta.get("annotations")).items()}
@@ -206,4 +212,6 @@ def read(pod: Mapping[str, Any]) -> PodFacts:
         stuck_message=_stuck(container_statuses),
         warmup_failure=warmup_failure,
         crashes=_crashes(container_statuses),
+        node=str(node) if node else None,
+        node_ready=ready_nodes is None or not node or node in ready_nodes,
     )

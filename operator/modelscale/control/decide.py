@@ -42,11 +42,14 @@ def decide(
     forecaster that has learned nothing yet. `metrics_error`: why Prometheus could not be
     queried, told apart from an answer without samples."""
     stats = startup.stats_for(md_namespace=md.namespace, md_name=md.name, pods=pods)
+    # Pods on a NotReady node serve nothing: the policy decides for the others, and the
+    # Deployment gets that many more so their replacements start (and warm up) now.
+    lost = [p for p in pods if not p.node_ready and not p.deleting]
     obs = scaling.observation(
         md,
         signals=signals,
-        pods=pods,
-        current_replicas=current,
+        pods=[p for p in pods if p.node_ready],
+        current_replicas=current - len(lost),
         measured_horizon=stats.median_seconds_to_warm,
         now=now,
         tpot_p99=tpot_p99,
@@ -66,4 +69,18 @@ def decide(
     if history:
         state = recommender.bootstrap(state, samples=history, config=config)
     rec, state = recommender.recommend(obs, config=config, state=state)
+    if lost:
+        rec = _replace_lost(rec, lost=lost, max_replicas=config.max_replicas)
     return Decision(recommendation=rec, state=state, observation=obs)
+
+
+def _replace_lost(
+    rec: Recommendation, *, lost: Sequence[PodFacts], max_replicas: int
+) -> Recommendation:
+    replicas = min(rec.replicas + len(lost), max(max_replicas, rec.replicas))
+    names = ", ".join(sorted(f"{p.name} on {p.node}" for p in lost))
+    extra = replicas - rec.replicas
+    note = f"{len(lost)} pod(s) on NotReady nodes do not count ({names}): " + (
+        f"{extra} replica(s) added for them" if extra else "maxReplicas leaves no room"
+    )
+    return dataclasses.replace(rec, replicas=replicas, message=f"{rec.message}; {note}")

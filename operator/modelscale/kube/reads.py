@@ -4,6 +4,7 @@ their Deployments run."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -13,6 +14,8 @@ from kubernetes.client.exceptions import ApiException
 from modelscale.api.v1alpha1 import GROUP, PLURAL, VERSION
 from modelscale.kube.apply import Running, running
 from modelscale.resources import names
+
+log = logging.getLogger(__name__)
 
 Key = tuple[str, str]  # (namespace, name) of a ModelDeployment
 
@@ -40,6 +43,27 @@ def list_modeldeployment_pods(
     for ns in namespaces:
         out.extend(list_pods(api, namespace=ns, selector=names.LABEL_MODELDEPLOYMENT))
     return out
+
+
+def list_ready_nodes(api: client.ApiClient) -> frozenset[str] | None:
+    """Names of the nodes whose Ready condition is True, or None when the operator may not
+    list nodes (an install without that rule: every node then counts as ready)."""
+    try:
+        result = client.CoreV1Api(api).list_node()
+    except ApiException as err:
+        if err.status == 403:
+            log.warning(
+                "cannot list nodes (%s): pods on NotReady nodes count as capacity", err.reason
+            )
+            return None
+        raise
+    ready: set[str] = set()
+    for node in result.items:
+        conditions = (node.status.conditions if node.status else None) or ()
+        name = node.metadata.name if node.metadata else None
+        if name and any(c.type == "Ready" and c.status == "True" for c in conditions):
+            ready.add(name)
+    return frozenset(ready)
 
 
 def read_pod(api: client.ApiClient, *, namespace: str, name: str) -> dict[str, Any]:

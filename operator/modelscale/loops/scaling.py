@@ -137,8 +137,12 @@ def run_pass(
     telemetry.MODELDEPLOYMENTS.set(len(mds))
     if not mds:
         return []
+    ready_nodes = reads.list_ready_nodes(api)
     pods_by_md = group_pods(
-        [podfacts.read(p) for p in reads.list_modeldeployment_pods(api, namespaces=namespaces)]
+        [
+            podfacts.read(p, ready_nodes=ready_nodes)
+            for p in reads.list_modeldeployment_pods(api, namespaces=namespaces)
+        ]
     )
     replicas_now = reads.list_running(api, namespaces=namespaces)
     members = [md for md, _ in mds.values()]

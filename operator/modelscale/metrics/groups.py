@@ -73,8 +73,8 @@ def by_key(
 
 def serving(pod: PodFacts) -> bool:
     """Warm-up requests are cold by design: their latency is not the SLO's and their
-    tokens are not demand. Only warmed, Ready pods are measured."""
-    return pod.ready and pod.warmed and not pod.deleting
+    tokens are not demand. Only warmed, Ready pods on Ready nodes are measured."""
+    return pod.ready and pod.warmed and not pod.deleting and pod.node_ready
 
 
 def plan(

@@ -223,3 +223,46 @@ def test_history_seeds_a_forecaster_that_learned_nothing() -> None:
     cold = decide(m, signals=fresh(900.0), pods=[pod("a")], current=1, now=NOW)
     seeded = decide(m, signals=fresh(900.0), pods=[pod("a")], current=1, now=NOW, history=history)
     assert seeded.state.model != cold.state.model
+
+
+def on_node(name: str, node: str, *, ready_nodes: frozenset[str]) -> PodFacts:
+    conditions = [
+        {"type": "Ready", "status": "True"},
+        {"type": "ContainersReady", "status": "True"},
+        {"type": podfacts.CONDITION_TYPE, "status": "True"},
+    ]
+    body = {
+        "metadata": {
+            "name": name,
+            "namespace": "llm",
+            "uid": name,
+            "labels": {podfacts.MD_LABEL: "llama"},
+        },
+        "spec": {"nodeName": node},
+        "status": {"podIP": "198.18.0.9", "conditions": conditions},
+    }
+    return podfacts.read(body, ready_nodes=ready_nodes)
+
+
+@pytest.mark.parametrize(
+    ("token_rate", "max_replicas", "replicas", "says"),
+    [
+        # The policy wants 3 for 1100 tok/s, 2 warmed pods are left: 3 + 1 for the lost one.
+        pytest.param(1100.0, 8, 4, "1 replica(s) added for them", id="replacement-starts-now"),
+        # 2 suffice for 600 tok/s: 2 + 1 = the 3 running, nothing to change.
+        pytest.param(600.0, 8, 3, "1 replica(s) added for them", id="the-others-suffice"),
+        pytest.param(1100.0, 3, 3, "maxReplicas leaves no room", id="at-max-replicas"),
+    ],
+)
+def test_a_pod_on_a_notready_node_stops_counting_at_once(
+    token_rate: float, max_replicas: int, replicas: int, says: str
+) -> None:
+    # The Pod's own Ready condition is still True: the node's is what went.
+    ready = frozenset({"n1", "n2"})
+    pods = [on_node(f"p{i}", f"n{i}", ready_nodes=ready) for i in (1, 2, 3)]
+    assert [p.node_ready for p in pods] == [True, True, False]
+    m = md(maxReplicas=max_replicas, **NO_WINDOW)
+    got = decide(m, signals=fresh(token_rate), pods=pods, current=3, now=NOW)
+    assert got.observation.warmed_replicas == 2
+    assert got.recommendation.replicas == replicas
+    assert says in got.recommendation.message and "p3 on n3" in got.recommendation.message
