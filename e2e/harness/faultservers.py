@@ -48,7 +48,7 @@ def _serve(handle: object, *, host: str = "127.0.0.1") -> Iterator[tuple[str, in
                 conn.close()
 
 
-def silent() -> contextlib.AbstractContextManager[tuple[str, int]]:
+def silent(*, host: str = "127.0.0.1") -> contextlib.AbstractContextManager[tuple[str, int]]:
     """Accepts connections and reads what is sent, but never writes a byte (a black-holed
     or hung server, after the TCP handshake)."""
 
@@ -63,11 +63,11 @@ def silent() -> contextlib.AbstractContextManager[tuple[str, int]]:
             except OSError:
                 return
 
-    return _serve(handle)
+    return _serve(handle, host=host)
 
 
 def dribbling(
-    answer: bytes, *, every: float, at_once: int = 0
+    answer: bytes, *, every: float, at_once: int = 0, host: str = "127.0.0.1"
 ) -> contextlib.AbstractContextManager[tuple[str, int]]:
     """Reads the request, sends the first `at_once` bytes of `answer`, then the rest one
     byte every `every` seconds."""
@@ -84,7 +84,7 @@ def dribbling(
         except OSError:
             return
 
-    return _serve(handle)
+    return _serve(handle, host=host)
 
 
 def http_answer(body: bytes, *, content_type: str = "application/json") -> bytes:
