@@ -1,13 +1,16 @@
-"""Faults on the real cluster: the apiserver restarted mid-reconcile, and a Prometheus
-that is too slow or answers garbage. What a user would notice: the operator reconnects
-and converges by itself; a ModelDeployment whose Prometheus misbehaves says so in its
-status within a few passes and is not scaled down.
+"""Faults on the real cluster: the apiserver restarted mid-reconcile, a Prometheus that is
+too slow or answers garbage, a node gone NotReady. What a user would notice: the operator
+reconnects and converges by itself; a ModelDeployment whose Prometheus misbehaves says so
+in its status within a few passes and is not scaled down; the pods of a NotReady node are
+replaced at once (not after the ~5 min eviction) and the replacement gets traffic only
+once warmed.
 
 The misbehaving Prometheus is a small TCP server on the host's cluster address (the
 operator's pod reaches it as it reaches the apiserver), because the real Prometheus
-cannot be made to dribble or to answer garbage. The pods of these ModelDeployments stay
+cannot be made to dribble or to answer garbage. The pods of those ModelDeployments stay
 Pending on purpose (a nodeSelector no node has): the faults are the operator's, and
-Pending pods cost the shared machine nothing.
+Pending pods cost the shared machine nothing. The NotReady node is the pod runtime's
+node with its heartbeats held and its Ready condition set False, its pods still running.
 
 Times to recover are printed (`FAULT ...` lines) for the closing note.
 """
@@ -15,6 +18,7 @@ Times to recover are printed (`FAULT ...` lines) for the closing note.
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -22,10 +26,12 @@ from typing import Any, NamedTuple
 import pytest
 from toy_md import modeldeployment_body, toy_model, toy_server
 
-from harness import faultservers
+from harness import faultservers, loadgen
 from harness import topology as topo
 from harness.cluster import components, processes
 from harness.kubectl import Kubectl, wait_until
+from harness.kubelet import nodes
+from modelscale import podfacts
 
 pytestmark = pytest.mark.cluster
 
@@ -185,4 +191,117 @@ def test_the_operator_converges_after_an_apiserver_restart_mid_reconcile(
         f"\nFAULT apiserver-restart: apiserver ready {ready_after:.1f} s after the stop; "
         f"children of the mid-restart ModelDeployment {converged:.1f} s after the stop; "
         f"a later change applied in {followed:.1f} s"
+    )
+
+
+def warmed_toy(name: str, namespace: str) -> dict[str, Any]:
+    return modeldeployment_body(
+        name,
+        namespace,
+        {
+            "model": toy_model("python"),
+            "server": toy_server({"TOY_LLM_LOAD_DELAY_S": "0.5"}),
+            "minReplicas": 1,
+            "maxReplicas": 3,
+            "scaling": {
+                "mode": "Predictive",
+                # One replica carries any load of this test: only the lost pod scales.
+                "targets": {"tokensPerSecondPerReplica": 100000},
+            },
+            "warmUp": {
+                "protocol": "GRPC",
+                "count": 2,
+                "concurrency": 1,
+                "success": {"stableLastN": 2, "maxLatencyFactor": 3},
+            },
+        },
+    )
+
+
+def live_pods(kubectl: Kubectl, ns: str, name: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = kubectl.json(
+        "-n", ns, "get", "pods", "-l", f"{podfacts.MD_LABEL}={name}"
+    )["items"]
+    return [p for p in items if not p["metadata"].get("deletionTimestamp")]
+
+
+def set_node_ready(kubectl: Kubectl, node: str, *, ready: bool) -> None:
+    """Hold the node NotReady (the pod runtime stops its heartbeats) or let it recover."""
+    marker = nodes.NOT_READY_DIR / node
+    if ready:
+        marker.unlink(missing_ok=True)
+        return
+    nodes.NOT_READY_DIR.mkdir(parents=True, exist_ok=True)
+    marker.touch()
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    condition = {
+        "type": "Ready",
+        "status": "False",
+        "reason": "KubeletNotReady",
+        "message": "e2e: the node stopped posting ready status",
+        "lastHeartbeatTime": stamp,
+        "lastTransitionTime": stamp,
+    }
+    patch = json.dumps({"status": {"conditions": [condition]}})
+    kubectl.run("patch", "node", node, "--subresource=status", "--type=strategic", "-p", patch)
+
+
+def test_pods_on_a_notready_node_are_replaced_early_and_warmed_before_traffic(
+    operator: str, kubectl: Kubectl, kube_api: Any, namespace: str
+) -> None:
+    kubectl.apply(warmed_toy("toy", namespace))
+
+    def ips() -> set[str]:
+        return {
+            e.rsplit(":", 1)[0]
+            for e in loadgen.ready_endpoints_from_slices(kube_api, namespace, "toy")
+        }
+
+    def first_serving() -> dict[str, Any] | None:
+        for pod in live_pods(kubectl, namespace, "toy"):
+            facts = podfacts.read(pod)
+            if facts.warmed and facts.ip in ips():
+                return pod
+        return None
+
+    first = wait_until(first_serving, timeout=240, what="the first pod warmed and serving")
+    node = first["spec"]["nodeName"]
+    try:
+        set_node_ready(kubectl, node, ready=False)
+        lost_at = time.monotonic()
+        wait_until(
+            lambda: deployment_replicas(kubectl, namespace, "toy") == 2,
+            timeout=60,
+            what=f"a replacement asked for while {node} is NotReady",
+        )
+        asked = time.monotonic() - lost_at
+        seen: list[tuple[bool, bool]] = []  # (gate True, in ready endpoints) of the new pod
+
+        def replacement_serving() -> dict[str, Any] | None:
+            ready_ips = ips()
+            for pod in live_pods(kubectl, namespace, "toy"):
+                if pod["metadata"]["uid"] == first["metadata"]["uid"]:
+                    continue
+                facts = podfacts.read(pod)
+                if facts.ip:
+                    seen.append((facts.warmed, facts.ip in ready_ips))
+                if facts.warmed and facts.ip in ready_ips:
+                    return pod
+            return None
+
+        second = wait_until(
+            replacement_serving,
+            timeout=240,
+            what="the replacement warmed and serving",
+            interval=0.3,
+        )
+        serving = time.monotonic() - lost_at
+    finally:
+        set_node_ready(kubectl, node, ready=True)
+    assert second["spec"]["nodeName"] != node
+    assert [s for s in seen if s[1] and not s[0]] == [], "the replacement got traffic cold"
+    message = md_status(kubectl, namespace, "toy")["autoscaling"]["message"]
+    print(
+        f"\nFAULT node-notready ({node}): replacement asked for {asked:.1f} s after the node "
+        f"went NotReady, warmed and serving after {serving:.1f} s; the status said: {message}"
     )

@@ -90,6 +90,15 @@ def node_conditions() -> list[dict[str, Any]]:
     ]
 
 
+# A node named in this directory gets no Lease renewals and no status heartbeats (a test
+# sets its Ready condition False: a node that went NotReady while its pods still run).
+NOT_READY_DIR = topo.STATE / "nodes-not-ready"
+
+
+def held_not_ready(node: topo.FakeNode) -> bool:
+    return (NOT_READY_DIR / node.name).exists()
+
+
 def register(core: Any) -> None:
     for node in topo.NODES:
         body = node_body(node)

@@ -51,11 +51,12 @@ class Runtime:
         last_status = time.monotonic()
         while not self.shutting_down.wait(nodes.LEASE_PERIOD):
             try:
-                for node in topo.NODES:
+                alive = [n for n in topo.NODES if not nodes.held_not_ready(n)]
+                for node in alive:
                     nodes.renew_lease(self.core, self.coord, node)
                 if time.monotonic() - last_status >= nodes.NODE_STATUS_PERIOD:
                     last_status = time.monotonic()
-                    for node in topo.NODES:
+                    for node in alive:
                         nodes.patch_heartbeat(self.api, self.core, node)
             except Exception as err:
                 log.warning("heartbeat failed: %s", err)
