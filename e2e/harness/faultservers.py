@@ -53,9 +53,9 @@ def silent(*, host: str = "127.0.0.1") -> contextlib.AbstractContextManager[tupl
     or hung server, after the TCP handshake)."""
 
     def handle(conn: socket.socket, stop: threading.Event) -> None:
-        conn.settimeout(0.2)
         while not stop.is_set():
             try:
+                conn.settimeout(0.2)  # in the try: teardown may have closed it already
                 if not conn.recv(65536):
                     return
             except TimeoutError:
@@ -73,8 +73,8 @@ def dribbling(
     byte every `every` seconds."""
 
     def handle(conn: socket.socket, stop: threading.Event) -> None:
-        conn.settimeout(5)
         try:
+            conn.settimeout(5)
             conn.recv(65536)
             conn.sendall(answer[:at_once])
             for i in range(at_once, len(answer)):
