@@ -88,7 +88,12 @@ def check_all_pods_reporting(obs: Observation, config: PolicyConfig) -> Blocked 
 
 
 def check_latency_present(obs: Observation, config: PolicyConfig) -> Blocked | None:
-    # No traffic, no latency: a missing P99 at a zero rate is expected, not partial.
+    # Only where completeness is tracked (the operator's Prometheus reading): the trace
+    # simulator computes its P99 from the requests themselves, and a window in which no
+    # request finished is no missing data there. No traffic, no latency: a missing P99 at
+    # a zero rate is expected, not partial.
+    if obs.pods_reporting is None:
+        return None
     if obs.p99_seconds is None and obs.token_rate is not None and obs.token_rate > 0:
         return Blocked(
             METRICS_PARTIAL,

@@ -10,6 +10,8 @@ import pytest
 
 from modelscale import podfacts
 from modelscale.api.v1alpha1 import ModelDeployment
+from modelscale.autoscaling import recommender
+from modelscale.autoscaling.types import Observation
 from modelscale.control import scaling
 from modelscale.control.decide import decide
 from modelscale.metrics import promql
@@ -266,3 +268,20 @@ def test_a_pod_on_a_notready_node_stops_counting_at_once(
     assert got.observation.warmed_replicas == 2
     assert got.recommendation.replicas == replicas
     assert says in got.recommendation.message and "p3 on n3" in got.recommendation.message
+
+
+def test_the_simulator_without_completeness_tracking_is_not_held() -> None:
+    m = md(**NO_WINDOW)
+    obs = Observation(
+        now=NOW,
+        token_rate=100.0,
+        p99_seconds=None,  # no request finished in the window: the simulator's, not partial
+        queue_depth=0.0,
+        sample_time=NOW - 2,
+        warmed_replicas=3,
+        current_replicas=3,
+    )
+    rec, _ = recommender.recommend(
+        obs, config=scaling.policy_config(m.spec), state=scaling.previous_state(m)
+    )
+    assert rec.reason != "MetricsPartial" and rec.replicas < 3
