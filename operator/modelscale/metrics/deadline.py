@@ -67,24 +67,24 @@ def _register(conn: HTTPConnection) -> None:
         watch.add(conn)
 
 
-class _Conn(HTTPConnection):
+class DeadlineHTTPConnection(HTTPConnection):
     def request(self, *args: Any, **kwargs: Any) -> None:
         _register(self)
         super().request(*args, **kwargs)
 
 
-class _TLSConn(HTTPSConnection):
+class DeadlineHTTPSConnection(HTTPSConnection):
     def request(self, *args: Any, **kwargs: Any) -> None:
         _register(self)
         super().request(*args, **kwargs)
 
 
-class _Pool(HTTPConnectionPool):
-    ConnectionCls = _Conn
+class DeadlineHTTPConnectionPool(HTTPConnectionPool):
+    ConnectionCls = DeadlineHTTPConnection
 
 
-class _TLSPool(HTTPSConnectionPool):
-    ConnectionCls = _TLSConn
+class DeadlineHTTPSConnectionPool(HTTPSConnectionPool):
+    ConnectionCls = DeadlineHTTPSConnection
 
 
 class Adapter(HTTPAdapter):
@@ -93,7 +93,10 @@ class Adapter(HTTPAdapter):
 
     def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
         super().init_poolmanager(*args, **kwargs)
-        self.poolmanager.pool_classes_by_scheme = {"http": _Pool, "https": _TLSPool}
+        self.poolmanager.pool_classes_by_scheme = {
+            "http": DeadlineHTTPConnectionPool,
+            "https": DeadlineHTTPSConnectionPool,
+        }
 
 
 @contextlib.contextmanager
