@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import pytest
-from toy_md import modeldeployment_body, toy_model, toy_server
+from toy_md import modeldeployment_body, pods_of, toy_model, toy_server
 
 from harness import faultservers, loadgen
 from harness import topology as topo
@@ -195,34 +195,18 @@ def test_the_operator_converges_after_an_apiserver_restart_mid_reconcile(
 
 
 def warmed_toy(name: str, namespace: str) -> dict[str, Any]:
-    return modeldeployment_body(
-        name,
-        namespace,
-        {
-            "model": toy_model("python"),
-            "server": toy_server({"TOY_LLM_LOAD_DELAY_S": "0.5"}),
-            "minReplicas": 1,
-            "maxReplicas": 3,
-            "scaling": {
-                "mode": "Predictive",
-                # One replica carries any load of this test: only the lost pod scales.
-                "targets": {"tokensPerSecondPerReplica": 100000},
-            },
-            "warmUp": {
-                "protocol": "GRPC",
-                "count": 2,
-                "concurrency": 1,
-                "success": {"stableLastN": 2, "maxLatencyFactor": 3},
-            },
-        },
+    """A schedulable toy (real Triton pods) that one replica serves: only the lost pod
+    makes it scale."""
+    body = pending_md(
+        name, namespace, mode="Predictive", targets={"tokensPerSecondPerReplica": 100000}
     )
-
-
-def live_pods(kubectl: Kubectl, ns: str, name: str) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = kubectl.json(
-        "-n", ns, "get", "pods", "-l", f"{podfacts.MD_LABEL}={name}"
-    )["items"]
-    return [p for p in items if not p["metadata"].get("deletionTimestamp")]
+    spec = body["spec"]
+    del spec["replicas"]  # the operator owns them in Predictive mode
+    spec["model"] = toy_model("python")
+    spec["server"] = toy_server({"TOY_LLM_LOAD_DELAY_S": "0.5"})
+    spec["warmUp"] = {"protocol": "GRPC", "count": 2, "concurrency": 1}
+    spec["warmUp"]["success"] = {"stableLastN": 2, "maxLatencyFactor": 3}
+    return body
 
 
 def set_node_ready(kubectl: Kubectl, node: str, *, ready: bool) -> None:
@@ -258,7 +242,7 @@ def test_pods_on_a_notready_node_are_replaced_early_and_warmed_before_traffic(
         }
 
     def first_serving() -> dict[str, Any] | None:
-        for pod in live_pods(kubectl, namespace, "toy"):
+        for pod in pods_of(kubectl, namespace, "toy"):
             facts = podfacts.read(pod)
             if facts.warmed and facts.ip in ips():
                 return pod
@@ -279,7 +263,7 @@ def test_pods_on_a_notready_node_are_replaced_early_and_warmed_before_traffic(
 
         def replacement_serving() -> dict[str, Any] | None:
             ready_ips = ips()
-            for pod in live_pods(kubectl, namespace, "toy"):
+            for pod in pods_of(kubectl, namespace, "toy"):
                 if pod["metadata"]["uid"] == first["metadata"]["uid"]:
                     continue
                 facts = podfacts.read(pod)

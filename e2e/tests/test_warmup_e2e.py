@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 import pytest
-from toy_md import modeldeployment_body, toy_model, toy_server
+from toy_md import modeldeployment_body, pods_of, toy_model, toy_server
 
 from harness import loadgen
 from harness.kubectl import Kubectl, wait_until
@@ -56,13 +56,6 @@ def modeldeployment(
             },
         },
     )
-
-
-def pods_of(kubectl: Kubectl, ns: str, name: str) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = kubectl.json(
-        "-n", ns, "get", "pods", "-l", f"{podfacts.MD_LABEL}={name}"
-    )["items"]
-    return [p for p in items if not p["metadata"].get("deletionTimestamp")]
 
 
 def gate(pod: dict[str, Any]) -> dict[str, Any]:

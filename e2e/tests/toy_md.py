@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.kubectl import Kubectl
+from modelscale import podfacts
+
 TRITON_IMAGE = "nvcr.io/nvidia/tritonserver:24.10-py3"
 
 
@@ -31,3 +34,11 @@ def modeldeployment_body(name: str, namespace: str, spec: dict[str, Any]) -> dic
         "metadata": {"name": name, "namespace": namespace},
         "spec": spec,
     }
+
+
+def pods_of(kubectl: Kubectl, ns: str, name: str) -> list[dict[str, Any]]:
+    """The ModelDeployment's pods that are not terminating."""
+    items: list[dict[str, Any]] = kubectl.json(
+        "-n", ns, "get", "pods", "-l", f"{podfacts.MD_LABEL}={name}"
+    )["items"]
+    return [p for p in items if not p["metadata"].get("deletionTimestamp")]
