@@ -14,10 +14,9 @@ import matplotlib
 import numpy as np
 
 from harness import loadgen
+from harness.userview import WINDOW_S, user_latency, windows
 from modelscale import podfacts
 from modelscale.api.v1alpha1 import from_rfc3339
-
-WINDOW_S = 10.0  # client-side P99 window, as in the autoscaling e2e test
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,44 +54,6 @@ class Sample:
                 for d in a.get("decisions") or []
             ),
         )
-
-
-@dataclasses.dataclass(frozen=True)
-class Window:
-    """Client-side view of one WINDOW_S of scheduled arrivals."""
-
-    start: float  # Unix time
-    requests: int
-    offered_tokens_per_s: float  # output tokens asked for (max_tokens), served or not
-    p99_s: float  # what users waited; failures count as infinitely slow
-
-
-def user_latency(record: loadgen.RequestRecord, started_at: float) -> float:
-    """The answer time plus any client-side wait for a concurrency slot; failed requests and
-    requests with no endpoint count as infinitely slow."""
-    if record.outcome != loadgen.OK or record.latency_s is None:
-        return math.inf
-    queued = max(0.0, record.sent_at - (started_at + record.scheduled_s))
-    return queued + record.latency_s
-
-
-def windows(records: Sequence[loadgen.RequestRecord], started_at: float) -> list[Window]:
-    by_window: dict[int, list[loadgen.RequestRecord]] = {}
-    for r in records:
-        by_window.setdefault(int(r.scheduled_s // WINDOW_S), []).append(r)
-    out = []
-    for index in sorted(by_window):
-        rs = by_window[index]
-        lat = [user_latency(r, started_at) for r in rs]
-        out.append(
-            Window(
-                start=started_at + index * WINDOW_S,
-                requests=len(rs),
-                offered_tokens_per_s=sum(r.max_tokens for r in rs) / WINDOW_S,
-                p99_s=float(np.percentile(lat, 99, method="higher")),
-            )
-        )
-    return out
 
 
 def decisions(samples: Sequence[Sample]) -> list[tuple[float, int, str]]:

@@ -37,14 +37,12 @@ from rich.live import Live as RichLive
 from rich.table import Table
 
 from demo import report
-from harness import cluster, loadgen
+from harness import cluster, loadgen, operator_chart, userview
 from modelscale import podfacts
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
-CHART = REPO / "charts" / "modelscale"
+REPO, CHART = operator_chart.REPO, operator_chart.CHART
 TRACE = REPO / "bench" / "traces" / "azure2023_conv_normalized.csv.gz"
-RELEASE = "modelscale"
-OPERATOR_NAMESPACE = "modelscale-system"
+RELEASE, OPERATOR_NAMESPACE = operator_chart.RELEASE, operator_chart.OPERATOR_NAMESPACE
 NAMESPACE = "modelscale-demo"
 NAME = "toy-llm"
 GROUP, VERSION, PLURAL = "modelscale.dev", "v1alpha1", "modeldeployments"
@@ -191,17 +189,7 @@ def install(info: cluster.ClusterInfo) -> None:
         info,
         "-n",
         OPERATOR_NAMESPACE,
-        "install",
-        RELEASE,
-        str(CHART),
-        "--create-namespace",
-        "--wait",
-        "--timeout",
-        "180s",
-        "--set",
-        f"prometheus.url={info.prometheus_url}",
-        "--set",
-        "autoscaler.intervalSeconds=5",
+        *operator_chart.install_args(prometheus_url=info.prometheus_url),
         timeout=240,
     )
     say(f"operator Ready in {time.monotonic() - start:.0f} s")
@@ -440,7 +428,7 @@ def _replay(
             )
             try:
                 with Live(sys.stdout) as live:
-                    next_row = started + report.WINDOW_S
+                    next_row = started + userview.WINDOW_S
                     end = started + opts.duration_s
                     while time.time() < end:
                         time.sleep(max(0.0, min(next_row, end) - time.time()))
@@ -457,7 +445,7 @@ def _replay(
                                 report.row_cells(row, slo_p99_s=SLO_P99_S),
                                 f"{last.reason}: {last.message}",
                             )
-                            next_row += report.WINDOW_S
+                            next_row += userview.WINDOW_S
                 result = replay.wait(120)
             finally:
                 replay.stop()

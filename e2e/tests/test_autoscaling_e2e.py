@@ -34,7 +34,7 @@ from kubernetes import client
 from toy_md import modeldeployment_body, toy_model, toy_server
 
 from harness import cluster as harness_cluster
-from harness import loadgen
+from harness import loadgen, userview
 from harness.kubectl import Kubectl, wait_until
 from modelscale import podfacts
 from modelscale.api.v1alpha1 import from_rfc3339
@@ -61,7 +61,6 @@ TOKENS_PER_REPLICA = 400.0  # half the knee: scale before latency breaks
 SCALE_DOWN_WINDOW_S = 30.0
 HORIZON_S = 20.0  # pods here are warmed 10-16 s after creation
 MIN_REPLICAS, MAX_REPLICAS = 1, 3
-WINDOW_S = 10.0  # client-side P99 window
 
 SCALE_REASONS = (
     "ForecastTokenRate",
@@ -128,42 +127,6 @@ def phased_trace(phases: Sequence[Phase]) -> tuple[list[loadgen.TraceRequest], l
         out.extend(dataclasses.replace(r, t_s=r.t_s + offset) for r in part)
         offset += ph.wall_s
     return out, starts
-
-
-def user_latency(record: loadgen.RequestRecord, started_at: float) -> float:
-    """What the user waited: the answer time plus any client-side wait for a slot;
-    failures and requests with no endpoint count as infinitely slow."""
-    if record.outcome != loadgen.OK or record.latency_s is None:
-        return math.inf
-    queued = max(0.0, record.sent_at - (started_at + record.scheduled_s))
-    return queued + record.latency_s
-
-
-@dataclasses.dataclass(frozen=True)
-class Window:
-    start: float  # Unix time
-    count: int
-    p99_s: float
-    tokens_per_s: float
-
-
-def p99_windows(records: Sequence[loadgen.RequestRecord], started_at: float) -> list[Window]:
-    by_window: dict[int, list[loadgen.RequestRecord]] = {}
-    for r in records:
-        by_window.setdefault(int(r.scheduled_s // WINDOW_S), []).append(r)
-    out = []
-    for index in sorted(by_window):
-        rs = by_window[index]
-        lat = [user_latency(r, started_at) for r in rs]
-        out.append(
-            Window(
-                start=started_at + index * WINDOW_S,
-                count=len(rs),
-                p99_s=float(np.percentile(lat, 99, method="higher")),
-                tokens_per_s=sum(r.output_tokens for r in rs) / WINDOW_S,
-            )
-        )
-    return out
 
 
 # --- what the operator did, sampled in the background --------------------------------------
@@ -393,7 +356,7 @@ def test_load_ramp_scales_up_before_p99_breaks_and_back_down_after(
         )
 
     records = result.records
-    windows = p99_windows(records, started)
+    windows = userview.windows(records, started)
     up = mon.first(lambda s: (s.spec_replicas or 0) > MIN_REPLICAS)
     up_desired = mon.first(lambda s: (s.desired or 0) > MIN_REPLICAS)
     first_up_decision = next((d for d in mon.decisions() if d["replicas"] > MIN_REPLICAS), None)
@@ -420,7 +383,8 @@ def test_load_ramp_scales_up_before_p99_breaks_and_back_down_after(
     early = requests_before_warm_up(records, pods)
 
     def p99_of(lo: float, hi: float) -> float:
-        lat = [user_latency(r, started) for r in records if lo <= started + r.scheduled_s < hi]
+        inside = [r for r in records if lo <= started + r.scheduled_s < hi]
+        lat = [userview.user_latency(r, started) for r in inside]
         return float(np.percentile(lat, 99, method="higher")) if lat else math.nan
 
     summary = result.summary()
@@ -430,7 +394,8 @@ def test_load_ramp_scales_up_before_p99_breaks_and_back_down_after(
     )
     print("window(s from ramp start) requests tok/s client-P99(s)")
     for w in windows:
-        print(f"  {w.start - ramp_start:+6.0f} {w.count:5d} {w.tokens_per_s:7.0f} {w.p99_s:7.2f}")
+        tok = w.output_tokens_per_s
+        print(f"  {w.start - ramp_start:+6.0f} {w.requests:5d} {tok:7.0f} {w.p99_s:7.2f}")
     print("operator samples (s from ramp start) spec desired currentTok predTok P99 reason")
     for s in mon.samples[::5]:
         a = s.autoscaling

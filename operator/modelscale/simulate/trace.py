@@ -23,7 +23,7 @@ import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, TypedDict, Unpack
 
 import numpy as np
 from numpy.typing import NDArray
@@ -130,16 +130,26 @@ def _open_text(path: Path) -> io.TextIOBase:
     return io.StringIO(raw.decode("utf-8", errors="replace"))
 
 
-def load(
-    path: str | Path,
-    *,
-    seed: int = 0,
-    start_s: float = 0.0,
-    duration_s: float | None = None,
-    rate_scale: float = 1.0,
-) -> Trace:
-    """Load either trace format, keep the slice [start_s, start_s + duration_s)."""
-    src = stream(path, seed=seed, start_s=start_s, duration_s=duration_s, rate_scale=rate_scale)
+class _Part(NamedTuple):
+    seed: int
+    start_s: float
+    duration_s: float | None
+    rate_scale: float
+
+
+class Slice(TypedDict, total=False):
+    """Which part of a trace to replay, and how: `stream`'s keyword arguments."""
+
+    seed: int
+    start_s: float
+    duration_s: float | None
+    rate_scale: float
+
+
+def load(path: str | Path, **part: Unpack[Slice]) -> Trace:
+    """Load either trace format, keep the slice [start_s, start_s + duration_s): `stream`,
+    materialised."""
+    src = stream(path, **part)
     return src if isinstance(src, Trace) else src.materialise()
 
 
@@ -155,6 +165,7 @@ def stream(
     drawn chunk by chunk while it replays. Per-request files are read whole (their size is
     the file's)."""
     p = Path(path)
+    part = _Part(seed=seed, start_s=start_s, duration_s=duration_s, rate_scale=rate_scale)
     if rate_scale <= 0:
         raise TraceError(f"--rate-scale must be > 0, got {rate_scale}")
     text = _open_text(p)
@@ -164,15 +175,11 @@ def stream(
     if all(c in header for c in PER_REQUEST_COLUMNS):
         cols = list(PER_REQUEST_COLUMNS) + ([CACHED_COLUMN] if CACHED_COLUMN in header else [])
         data = _numeric(rows, [header.index(c) for c in cols], p)
-        return _per_request(
-            p.name, data, seed=seed, start_s=start_s, duration_s=duration_s, rate_scale=rate_scale
-        )
+        return _per_request(p.name, data, part)
     if all(c in header for c in AGGREGATE_COLUMNS):
         idx = [header.index(c) for c in AGGREGATE_COLUMNS]
         data = _numeric(rows, idx, p)
-        return _aggregate(
-            p.name, data, seed=seed, start_s=start_s, duration_s=duration_s, rate_scale=rate_scale
-        )
+        return _aggregate(p.name, data, part)
     raise TraceError(
         f"trace {p} has columns {header!r}; expected per-request columns "
         f"{','.join(PER_REQUEST_COLUMNS)} or aggregate columns {','.join(AGGREGATE_COLUMNS)}"
@@ -212,22 +219,18 @@ def _slice_bounds(
 def _per_request(
     name: str,
     data: NDArray[np.float64],
-    *,
-    seed: int,
-    start_s: float,
-    duration_s: float | None,
-    rate_scale: float,
+    part: _Part,
 ) -> Trace:
     order = np.argsort(data[:, 0], kind="stable")
     data = data[order]
     t = data[:, 0]
-    lo, hi = _slice_bounds(float(t[0]), float(t[-1]) + 1e-9, start_s, duration_s, name)
+    lo, hi = _slice_bounds(float(t[0]), float(t[-1]) + 1e-9, part.start_s, part.duration_s, name)
     data = data[(t >= lo) & (t < hi)]
-    if rate_scale != 1.0:
+    if part.rate_scale != 1.0:
         # Thin (scale < 1) or superpose seeded copies (scale > 1) of the trace: each copy
         # keeps the trace's burst structure, shifted by a small random offset.
-        rng = np.random.default_rng(seed)
-        whole, frac = int(rate_scale), rate_scale - int(rate_scale)
+        rng = np.random.default_rng(part.seed)
+        whole, frac = int(part.rate_scale), part.rate_scale - int(part.rate_scale)
         parts = []
         for k in range(whole):
             shift = 0.0 if k == 0 else rng.uniform(0.0, 5.0)
@@ -257,16 +260,14 @@ def _per_request(
 def _aggregate(
     name: str,
     data: NDArray[np.float64],
-    *,
-    seed: int,
-    start_s: float,
-    duration_s: float | None,
-    rate_scale: float,
+    part: _Part,
 ) -> TraceStream:
     data = data[np.argsort(data[:, 0], kind="stable")]
     starts = data[:, 0]
     width = float(np.median(np.diff(starts))) if starts.size > 1 else 600.0
-    lo, hi = _slice_bounds(float(starts[0]), float(starts[-1]) + width, start_s, duration_s, name)
+    lo, hi = _slice_bounds(
+        float(starts[0]), float(starts[-1]) + width, part.start_s, part.duration_s, name
+    )
     pieces: list[tuple[float, float, float, float, float]] = []  # a, b, rps, mean in, out
     gaps: list[Gap] = []
     has_traffic = bool(np.any(data[:, 1] > 0))
@@ -289,11 +290,11 @@ def _aggregate(
             continue
         if rps <= 0 and has_traffic:
             gap(a, b)
-        pieces.append((a, b, rps * rate_scale, mean_in, mean_out))
+        pieces.append((a, b, rps * part.rate_scale, mean_in, mean_out))
     expected = sum((b - a) * r for a, b, r, _, _ in pieces)
 
     def chunks() -> Iterator[Chunk]:
-        rng = np.random.default_rng(seed)
+        rng = np.random.default_rng(part.seed)
         for a, b, rate, mean_in, mean_out in pieces:
             edges = np.append(np.arange(a, b, CHUNK_S), b)
             for c0, c1 in itertools.pairwise(edges):
