@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import math
 import pathlib
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -14,8 +13,7 @@ import matplotlib
 import numpy as np
 
 from harness import loadgen
-from harness.userview import WINDOW_S, user_latency, windows
-from modelscale import podfacts
+from harness.userview import WINDOW_S, requests_before_warm_up, user_latency, windows
 from modelscale.api.v1alpha1 import from_rfc3339
 
 
@@ -65,30 +63,8 @@ def decisions(samples: Sequence[Sample]) -> list[tuple[float, int, str]]:
 def cold_requests(
     records: Sequence[loadgen.RequestRecord], pods: Sequence[Mapping[str, Any]]
 ) -> list[loadgen.RequestRecord]:
-    """Requests sent to a pod before its warm-up finished, or to a pod never seen. A pod IP
-    can be reused after a scale-down: a request belongs to the newest pod with that IP
-    created before it was sent (creation times are whole seconds, hence the 1 s)."""
-    bad = []
-    for r in records:
-        if r.pod_ip is None:
-            continue
-        owners = [
-            p
-            for p in pods
-            if (p.get("status") or {}).get("podIP") == r.pod_ip
-            and (podfacts.read(p).created or math.inf) <= r.sent_at + 1.0
-        ]
-        if not owners:
-            bad.append(r)
-            continue
-        facts = podfacts.read(max(owners, key=lambda p: podfacts.read(p).created or 0.0))
-        if (
-            facts.created is None
-            or facts.seconds_to_warm is None
-            or r.sent_at < facts.created + facts.seconds_to_warm
-        ):
-            bad.append(r)
-    return bad
+    """Requests sent to a pod before its warm-up finished, or to a pod never seen."""
+    return [r for r, _ in requests_before_warm_up(records, pods)]
 
 
 @dataclasses.dataclass(frozen=True)

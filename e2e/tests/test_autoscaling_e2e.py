@@ -225,40 +225,6 @@ def watched(
         yield mon, endpoints
 
 
-def warm_time(pod: dict[str, Any]) -> float | None:
-    """When the operator opened the pod's gate (creation + seconds-to-warm), if it did."""
-    facts = podfacts.read(pod)
-    if facts.created is None or facts.seconds_to_warm is None:
-        return None
-    return facts.created + facts.seconds_to_warm
-
-
-def requests_before_warm_up(
-    records: Sequence[loadgen.RequestRecord], pods: Sequence[dict[str, Any]]
-) -> list[tuple[loadgen.RequestRecord, str]]:
-    """Requests sent to a pod before its warm-up finished (or to an unknown pod). A pod IP
-    can be reused after a scale-down: a request belongs to the newest pod with that IP
-    created before it was sent (creation times are whole seconds, hence the 1 s)."""
-    bad = []
-    for r in records:
-        if r.pod_ip is None:
-            continue
-        owners = [
-            p
-            for p in pods
-            if p["status"].get("podIP") == r.pod_ip
-            and (podfacts.read(p).created or math.inf) <= r.sent_at + 1.0
-        ]
-        if not owners:
-            bad.append((r, "no known pod"))
-            continue
-        pod = max(owners, key=lambda p: podfacts.read(p).created or 0.0)
-        opened = warm_time(pod)
-        if opened is None or r.sent_at < opened:
-            bad.append((r, pod["metadata"]["name"]))
-    return bad
-
-
 def events(kubectl: Kubectl, ns: str, name: str, reason: str) -> list[dict[str, Any]]:
     items = kubectl.json("-n", ns, "get", "events")["items"]
     return [
@@ -371,7 +337,7 @@ def test_load_ramp_scales_up_before_p99_breaks_and_back_down_after(
         (p for p in pods if (podfacts.read(p).created or 0.0) >= ramp_start - 1),
         key=lambda p: podfacts.read(p).created or 0.0,
     )
-    warms = [t for p in new_pods if (t := warm_time(p)) is not None]
+    warms = [t for p in new_pods if (t := userview.warm_time(p)) is not None]
     first_new_warm = min(warms) if warms else None
     deleted_during_load = [
         (e["involvedObject"]["name"], e.get("count", 1), e["message"])
@@ -380,7 +346,7 @@ def test_load_ramp_scales_up_before_p99_breaks_and_back_down_after(
         and e["involvedObject"]["kind"] == "ReplicaSet"
         and from_rfc3339(e.get("firstTimestamp") or e["eventTime"]) <= load_end
     ]
-    early = requests_before_warm_up(records, pods)
+    early = userview.requests_before_warm_up(records, pods)
 
     def p99_of(lo: float, hi: float) -> float:
         inside = [r for r in records if lo <= started + r.scheduled_s < hi]
@@ -425,7 +391,7 @@ def test_load_ramp_scales_up_before_p99_breaks_and_back_down_after(
         f"first operator currentP99Seconds over the SLO: "
         f"{rel(None if op_broken is None else op_broken.t)}"
     )
-    never_warmed = [p["metadata"]["name"] for p in pods if warm_time(p) is None]
+    never_warmed = [p["metadata"]["name"] for p in pods if userview.warm_time(p) is None]
     print(f"pods seen: {len(pods)}; never warmed: {never_warmed}")
     print(f"load end -> back to {MIN_REPLICAS} replica(s): {down_at - load_end:.0f} s")
     print(f"status at the ramp's peak:\n{show(peak)}")

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -50,86 +51,31 @@ class Pool:
     def size(self) -> int:
         return int(self.id.size)
 
+    def columns(self) -> tuple[NDArray[Any], ...]:
+        """Every field, in declaration order (the columns differ in dtype)."""
+        return tuple(getattr(self, f.name) for f in fields(self))
+
     def insert(self, pos: I64, other: Pool) -> Pool:
         """`other`'s requests inserted before the positions `pos` (np.insert)."""
-        return Pool(
-            np.insert(self.id, pos, other.id),
-            np.insert(self.arr, pos, other.arr),
-            np.insert(self.inp, pos, other.inp),
-            np.insert(self.out, pos, other.out),
-            np.insert(self.cached, pos, other.cached),
-            np.insert(self.win, pos, other.win),
-            np.insert(self.pod, pos, other.pod),
-            np.insert(self.cold, pos, other.cold),
-            np.insert(self.reserve, pos, other.reserve),
-            np.insert(self.ftt, pos, other.ftt),
-            np.insert(self.rem, pos, other.rem),
-        )
+        pairs = zip(self.columns(), other.columns(), strict=True)
+        return Pool(*(np.insert(a, pos, b) for a, b in pairs))
 
     def delete(self, idx: I64) -> Pool:
-        return Pool(
-            np.delete(self.id, idx),
-            np.delete(self.arr, idx),
-            np.delete(self.inp, idx),
-            np.delete(self.out, idx),
-            np.delete(self.cached, idx),
-            np.delete(self.win, idx),
-            np.delete(self.pod, idx),
-            np.delete(self.cold, idx),
-            np.delete(self.reserve, idx),
-            np.delete(self.ftt, idx),
-            np.delete(self.rem, idx),
-        )
+        return Pool(*(np.delete(a, idx) for a in self.columns()))
 
     def slice(self, a: int, b: int) -> Pool:
-        return Pool(
-            self.id[a:b],
-            self.arr[a:b],
-            self.inp[a:b],
-            self.out[a:b],
-            self.cached[a:b],
-            self.win[a:b],
-            self.pod[a:b],
-            self.cold[a:b],
-            self.reserve[a:b],
-            self.ftt[a:b],
-            self.rem[a:b],
-        )
+        return Pool(*(c[a:b] for c in self.columns()))
 
     def take(self, idx: NDArray[np.generic]) -> Pool:
-        return Pool(
-            self.id[idx],
-            self.arr[idx],
-            self.inp[idx],
-            self.out[idx],
-            self.cached[idx],
-            self.win[idx],
-            self.pod[idx],
-            self.cold[idx],
-            self.reserve[idx],
-            self.ftt[idx],
-            self.rem[idx],
-        )
+        return Pool(*(c[idx] for c in self.columns()))
 
     def cat(self, other: Pool) -> Pool:
         if self.size == 0:
             return other
         if other.size == 0:
             return self
-        cat = np.concatenate
-        return Pool(
-            cat((self.id, other.id)),
-            cat((self.arr, other.arr)),
-            cat((self.inp, other.inp)),
-            cat((self.out, other.out)),
-            cat((self.cached, other.cached)),
-            cat((self.win, other.win)),
-            cat((self.pod, other.pod)),
-            cat((self.cold, other.cold)),
-            cat((self.reserve, other.reserve)),
-            cat((self.ftt, other.ftt)),
-            cat((self.rem, other.rem)),
-        )
+        pairs = zip(self.columns(), other.columns(), strict=True)
+        return Pool(*(np.concatenate((a, b)) for a, b in pairs))
 
 
 def least_loaded(load: I64, k: int) -> I64:
