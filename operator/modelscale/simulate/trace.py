@@ -1,12 +1,14 @@
 """Trace loading: per-request CSVs and 10-minute aggregate series.
 
-Per-request traces (`t_s,input_tokens,output_tokens[,cached_tokens]`, as in
+Per-request traces (`t_s,input_tokens,output_tokens[,cached_tokens][,priority]`, as in
 `../shared/traces/azure2023_*`) are replayed request by request; the optional
 `cached_tokens` column gives the prompt tokens a prefix cache serves (their prefill is
-skipped). Aggregate traces (`window_start_s,total_rps,...,mean_input_tokens,
-mean_output_tokens`, as in `servegen_*`) are replayed as seeded Poisson arrivals at
-`total_rps * rate_scale` inside each window, with token counts drawn from a geometric
-distribution around the window's means (the aggregate keeps only means).
+skipped), the optional `priority` column each request's priority level (1 = highest; read
+only under a serving policy, simulate/serving.py). Aggregate traces
+(`window_start_s,total_rps,...,mean_input_tokens,mean_output_tokens`, as in `servegen_*`)
+are replayed as seeded Poisson arrivals at `total_rps * rate_scale` inside each window,
+with token counts drawn from a geometric distribution around the window's means (the
+aggregate keeps only means).
 
 `load` builds the requests in memory (a `Trace`); `stream` gives the same requests as
 chunks of at most `CHUNK_S` seconds (a `TraceStream`), so an aggregate of any length at
@@ -30,6 +32,7 @@ from numpy.typing import NDArray
 
 PER_REQUEST_COLUMNS = ("t_s", "input_tokens", "output_tokens")
 CACHED_COLUMN = "cached_tokens"
+PRIORITY_COLUMN = "priority"  # optional: the request's priority level, 1 = highest
 AGGREGATE_COLUMNS = ("window_start_s", "total_rps", "mean_input_tokens", "mean_output_tokens")
 CHUNK_S = 60.0  # a stream's chunk: at most this many seconds of arrivals
 
@@ -52,6 +55,7 @@ class Chunk(NamedTuple):
     input_tokens: NDArray[np.int64]
     output_tokens: NDArray[np.int64]
     cached_tokens: NDArray[np.int64]
+    priority: NDArray[np.int64] | None = None  # priority level, 1 = highest (None: no column)
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,8 @@ class Trace:
     # Prompt tokens served from a prefix cache (None: the trace has no such column).
     cached_tokens: NDArray[np.int64] | None = None
     gaps: tuple[Gap, ...] = ()
+    # Priority level per request, 1 = highest (None: the trace has no such column).
+    priority: NDArray[np.int64] | None = None
 
     @property
     def requests(self) -> int:
@@ -77,7 +83,7 @@ class Trace:
             if self.cached_tokens is not None
             else np.zeros(self.requests, dtype=np.int64)
         )
-        yield Chunk(self.arrival_s, self.input_tokens, self.output_tokens, cached)
+        yield Chunk(self.arrival_s, self.input_tokens, self.output_tokens, cached, self.priority)
 
 
 @dataclass(frozen=True)
@@ -173,9 +179,10 @@ def stream(
     header = [h.strip() for h in next(reader, [])]
     rows = [r for r in reader if r]
     if all(c in header for c in PER_REQUEST_COLUMNS):
-        cols = list(PER_REQUEST_COLUMNS) + ([CACHED_COLUMN] if CACHED_COLUMN in header else [])
+        optional = [c for c in (CACHED_COLUMN, PRIORITY_COLUMN) if c in header]
+        cols = list(PER_REQUEST_COLUMNS) + optional
         data = _numeric(rows, [header.index(c) for c in cols], p)
-        return _per_request(p.name, data, part)
+        return _per_request(p.name, data, part, optional=tuple(optional))
     if all(c in header for c in AGGREGATE_COLUMNS):
         idx = [header.index(c) for c in AGGREGATE_COLUMNS]
         data = _numeric(rows, idx, p)
@@ -220,6 +227,8 @@ def _per_request(
     name: str,
     data: NDArray[np.float64],
     part: _Part,
+    *,
+    optional: tuple[str, ...] = (),
 ) -> Trace:
     order = np.argsort(data[:, 0], kind="stable")
     data = data[order]
@@ -243,10 +252,16 @@ def _per_request(
         data = data[np.argsort(data[:, 0], kind="stable")]
     arrival = data[:, 0] - lo
     inputs = np.maximum(1, data[:, 1]).astype(np.int64)
-    cached = None
-    if data.shape[1] > 3:
+    column = {c: data[:, len(PER_REQUEST_COLUMNS) + k] for k, c in enumerate(optional)}
+    cached = priority = None
+    if CACHED_COLUMN in column:
         # A prefix-cache hit covers at most the prompt minus the one token that is computed.
-        cached = np.minimum(data[:, 3].astype(np.int64), inputs - 1)
+        cached = np.minimum(column[CACHED_COLUMN].astype(np.int64), inputs - 1)
+    if PRIORITY_COLUMN in column:
+        levels = column[PRIORITY_COLUMN]
+        if levels.size and (np.any(levels != np.round(levels)) or levels.min() < 1):
+            raise TraceError(f"trace {name}: priority levels must be whole numbers >= 1")
+        priority = levels.astype(np.int64)
     return Trace(
         name=name,
         arrival_s=arrival.astype(np.float64),
@@ -254,6 +269,7 @@ def _per_request(
         output_tokens=np.maximum(1, data[:, 2]).astype(np.int64),
         duration_s=float(hi - lo),
         cached_tokens=cached,
+        priority=priority,
     )
 
 
