@@ -51,6 +51,8 @@ class EngineState:
         # Serving policy (None: one FIFO queue per pod, no limits): per-class limits and
         # the per-class tally of what was served and shed.
         self.serving = params.serving
+        if params.serving and isinstance(source, Trace) and source.priority is not None:
+            params.serving.from_levels(source.priority)  # refuse levels with no class up front
         self.tally = ClassTally(params.serving) if params.serving else None
         self.queue_limit = params.serving.max_queue() if params.serving else None
         self.queue_timeout = params.serving.timeouts() if params.serving else None
