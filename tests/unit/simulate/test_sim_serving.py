@@ -112,7 +112,8 @@ def test_a_trace_priority_column_gives_the_classes(tmp_path: pathlib.Path) -> No
     result = run(tr, ServingPolicy(classes=TWO))
     assert [(c.name, c.requests) for c in result.classes] == [("interactive", 1), ("batch", 2)]
     one = ServingPolicy(classes=(PriorityClass("only", 1.0),))
-    with pytest.raises(ServingPolicyError, match=r"levels span 1\.\.2 but the priority split names 1"):
+    too_few = r"levels span 1\.\.2 but the priority split names 1"
+    with pytest.raises(ServingPolicyError, match=too_few):
         run(tr, one)
 
 
