@@ -1,7 +1,7 @@
 """The serving policy of the replica model: priority classes, each with a per-pod queue
 limit and a queue timeout, and priority-ordered admission — what Triton's dynamic batcher
 does with `priority_levels` and a per-level `queue_policy` whose `timeout_action` is
-REJECT (docs/simulator.md, "Serving policy").
+REJECT (docs/replica-model.md, "Serving policy").
 
 A request carries a class: its trace's `priority` column where the trace has one (1 =
 the first, highest class, as Triton numbers its levels), else one drawn from the classes'
