@@ -37,7 +37,8 @@ from rich.live import Live as RichLive
 from rich.table import Table
 
 from demo import report
-from harness import cluster, loadgen, operator_chart, userview
+from harness import cluster, loadgen, operator_chart, toy_load, userview
+from harness.toy_load import MAX_REPLICAS, MIN_REPLICAS, SLO_P99_S, TOY_ENV
 from modelscale import podfacts
 
 REPO, CHART = operator_chart.REPO, operator_chart.CHART
@@ -48,19 +49,6 @@ NAME = "toy-llm"
 GROUP, VERSION, PLURAL = "modelscale.dev", "v1alpha1", "modeldeployments"
 # One helm release per cluster: the e2e suite's operator fixture takes the same lock.
 OPERATOR_LOCK = pathlib.Path("/run/lock/modelscale-operator.lock")
-
-# The toy LLM at 10 ms per output token: 8 concurrent requests (800 tokens/s) per pod
-# before latency climbs. The same tuning as e2e/tests/test_autoscaling_e2e.py, which
-# shows it scales 1 -> 3 before the P99 breaks on this trace.
-TOY_ENV = {
-    "TOY_LLM_TOKEN_COST_S": "0.01",
-    "TOY_LLM_LOAD_DELAY_S": "0.5",
-    "TOY_LLM_COLD_REQUESTS": "4",  # a cold engine: the first requests after load are slow
-    "TOY_LLM_COLD_PENALTY_S": "1.0",
-}
-MAX_OUTPUT_TOKENS = 64
-SLO_P99_S = 2.0
-MIN_REPLICAS, MAX_REPLICAS = 1, 3
 
 # (share of the run, trace offset in s, time compression): a real trace, compressed more
 # at the "peak of the day" so the load rises past one pod's knee and falls back.
@@ -420,12 +408,7 @@ def _replay(
         watcher.start()
         try:
             started = time.time()
-            replay = loadgen.start_replay(
-                requests,
-                endpoints=endpoints,
-                max_output_tokens=MAX_OUTPUT_TOKENS,
-                max_concurrency=128,
-            )
+            replay = loadgen.start_replay(requests, endpoints=endpoints, **toy_load.REPLAY)
             try:
                 with Live(sys.stdout) as live:
                     next_row = started + userview.WINDOW_S

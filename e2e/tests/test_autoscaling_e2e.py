@@ -34,8 +34,9 @@ from kubernetes import client
 from toy_md import modeldeployment_body, toy_model, toy_server
 
 from harness import cluster as harness_cluster
-from harness import loadgen, userview
+from harness import loadgen, toy_load, userview
 from harness.kubectl import Kubectl, wait_until
+from harness.toy_load import MAX_REPLICAS, MIN_REPLICAS, SLO_P99_S, TOY_ENV
 from modelscale import podfacts
 from modelscale.api.v1alpha1 import from_rfc3339
 
@@ -44,23 +45,10 @@ pytestmark = pytest.mark.cluster
 TRACE = pathlib.Path(__file__).resolve().parents[1] / "traces" / "azure2023_conv_normalized.csv.gz"
 GROUP, VERSION, PLURAL = "modelscale.dev", "v1alpha1", "modeldeployments"
 
-# The toy at 10 ms per token: the knee (8 concurrent requests) is 800 tokens/s per pod;
-# past it throughput stays flat and latency grows with the queue. Half the 5 ms default
-# keeps the total CPU of three pods plus the load generator bearable on two shared cores.
-TOY_ENV = {
-    "TOY_LLM_TOKEN_COST_S": "0.01",
-    "TOY_LLM_LOAD_DELAY_S": "0.5",
-    # A cold engine: the first requests after load are slow, so warm-up matters.
-    "TOY_LLM_COLD_REQUESTS": "4",
-    "TOY_LLM_COLD_PENALTY_S": "1.0",
-}
-MAX_OUTPUT_TOKENS = 64  # 0.64 s per request at or below the knee
 SLO_SIGNAL = "EndToEnd"
-SLO_P99_S = 2.0  # met below the knee (about 0.7 s), broken by a queue of ~25 requests
 TOKENS_PER_REPLICA = 400.0  # half the knee: scale before latency breaks
 SCALE_DOWN_WINDOW_S = 30.0
 HORIZON_S = 20.0  # pods here are warmed 10-16 s after creation
-MIN_REPLICAS, MAX_REPLICAS = 1, 3
 
 SCALE_REASONS = (
     "ForecastTokenRate",
@@ -295,12 +283,7 @@ def test_load_ramp_scales_up_before_p99_breaks_and_back_down_after(
     requests, starts = phased_trace(RAMP)
     with watched(kube_api, namespace, name) as (mon, endpoints):
         started = time.time()
-        replay = loadgen.start_replay(
-            requests,
-            endpoints=endpoints,
-            max_output_tokens=MAX_OUTPUT_TOKENS,
-            max_concurrency=128,
-        )
+        replay = loadgen.start_replay(requests, endpoints=endpoints, **toy_load.REPLAY)
         try:
             result = replay.wait(sum(p.wall_s for p in RAMP) + 120)
         finally:
@@ -461,9 +444,7 @@ def test_prometheus_gone_holds_replicas_and_says_why_then_resumes(
     # Enough load for 2-3 replicas (about 1000 tokens/s).
     requests, _ = phased_trace([Phase("busy", trace_start_s=1320, wall_s=240, speedup=2.5)])
     with watched(kube_api, namespace, name) as (mon, endpoints):
-        replay = loadgen.start_replay(
-            requests, endpoints=endpoints, max_output_tokens=MAX_OUTPUT_TOKENS, max_concurrency=128
-        )
+        replay = loadgen.start_replay(requests, endpoints=endpoints, **toy_load.REPLAY)
         stopped_at: float | None = None
         restarted_at: float | None = None
         try:
