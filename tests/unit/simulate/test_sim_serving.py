@@ -22,7 +22,8 @@ from modelscale.simulate.trace import Trace
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 CONV = ROOT / "bench" / "traces" / "azure2023_conv_normalized.csv.gz"
 # `modelscale simulate --trace CONV --duration 300 --policy hpa --json`, printed by main
-# at 8eaf9aa, before the serving policy existed.
+# at 8eaf9aa, before the serving policy existed. A change MEANT to alter the default
+# output (a replica-model change, a new key) regenerates it with that command and says so.
 GOLDEN = pathlib.Path(__file__).parent / "data" / "golden_no_serving_policy.json"
 
 TWO = (PriorityClass("interactive", 0.5), PriorityClass("batch", 0.5))
