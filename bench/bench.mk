@@ -23,3 +23,8 @@ bench bench-sweep: $(PEERS_STAMP)
 .PHONY: bench-peers-test
 bench-peers-test: $(PEERS_STAMP) ## the Dynamo planner peer's tests (they need the peers extra)
 	$(PY) -m pytest -q -p no:cacheprovider bench/tests
+
+.PHONY: bench-serving
+bench-serving: $(STAMP) ## the simulator's serving policy at max replicas on a trace burst, with vs without (< 1 min)
+	$(PY) bench/serving_policy.py
+	$(PY) bench/serving_policy.py --rate-scale 2.5 --interactive-share 0.3

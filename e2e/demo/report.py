@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import math
 import pathlib
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -14,10 +13,8 @@ import matplotlib
 import numpy as np
 
 from harness import loadgen
-from modelscale import podfacts
+from harness.userview import WINDOW_S, requests_before_warm_up, user_latency, windows
 from modelscale.api.v1alpha1 import from_rfc3339
-
-WINDOW_S = 10.0  # client-side P99 window, as in the autoscaling e2e test
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,44 +54,6 @@ class Sample:
         )
 
 
-@dataclasses.dataclass(frozen=True)
-class Window:
-    """Client-side view of one WINDOW_S of scheduled arrivals."""
-
-    start: float  # Unix time
-    requests: int
-    offered_tokens_per_s: float  # output tokens asked for (max_tokens), served or not
-    p99_s: float  # what users waited; failures count as infinitely slow
-
-
-def user_latency(record: loadgen.RequestRecord, started_at: float) -> float:
-    """The answer time plus any client-side wait for a concurrency slot; failed requests and
-    requests with no endpoint count as infinitely slow."""
-    if record.outcome != loadgen.OK or record.latency_s is None:
-        return math.inf
-    queued = max(0.0, record.sent_at - (started_at + record.scheduled_s))
-    return queued + record.latency_s
-
-
-def windows(records: Sequence[loadgen.RequestRecord], started_at: float) -> list[Window]:
-    by_window: dict[int, list[loadgen.RequestRecord]] = {}
-    for r in records:
-        by_window.setdefault(int(r.scheduled_s // WINDOW_S), []).append(r)
-    out = []
-    for index in sorted(by_window):
-        rs = by_window[index]
-        lat = [user_latency(r, started_at) for r in rs]
-        out.append(
-            Window(
-                start=started_at + index * WINDOW_S,
-                requests=len(rs),
-                offered_tokens_per_s=sum(r.max_tokens for r in rs) / WINDOW_S,
-                p99_s=float(np.percentile(lat, 99, method="higher")),
-            )
-        )
-    return out
-
-
 def decisions(samples: Sequence[Sample]) -> list[tuple[float, int, str]]:
     """Every decision seen in status.autoscaling.decisions, once, oldest first."""
     seen = {d for s in samples for d in s.decisions}
@@ -104,30 +63,8 @@ def decisions(samples: Sequence[Sample]) -> list[tuple[float, int, str]]:
 def cold_requests(
     records: Sequence[loadgen.RequestRecord], pods: Sequence[Mapping[str, Any]]
 ) -> list[loadgen.RequestRecord]:
-    """Requests sent to a pod before its warm-up finished, or to a pod never seen. A pod IP
-    can be reused after a scale-down: a request belongs to the newest pod with that IP
-    created before it was sent (creation times are whole seconds, hence the 1 s)."""
-    bad = []
-    for r in records:
-        if r.pod_ip is None:
-            continue
-        owners = [
-            p
-            for p in pods
-            if (p.get("status") or {}).get("podIP") == r.pod_ip
-            and (podfacts.read(p).created or math.inf) <= r.sent_at + 1.0
-        ]
-        if not owners:
-            bad.append(r)
-            continue
-        facts = podfacts.read(max(owners, key=lambda p: podfacts.read(p).created or 0.0))
-        if (
-            facts.created is None
-            or facts.seconds_to_warm is None
-            or r.sent_at < facts.created + facts.seconds_to_warm
-        ):
-            bad.append(r)
-    return bad
+    """Requests sent to a pod before its warm-up finished, or to a pod never seen."""
+    return [r for r, _ in requests_before_warm_up(records, pods)]
 
 
 @dataclasses.dataclass(frozen=True)

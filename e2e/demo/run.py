@@ -37,32 +37,18 @@ from rich.live import Live as RichLive
 from rich.table import Table
 
 from demo import report
-from harness import cluster, loadgen
+from harness import cluster, loadgen, operator_chart, toy_load, userview
+from harness.toy_load import MAX_REPLICAS, MIN_REPLICAS, SLO_P99_S, TOY_ENV
 from modelscale import podfacts
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
-CHART = REPO / "charts" / "modelscale"
+REPO, CHART = operator_chart.REPO, operator_chart.CHART
 TRACE = REPO / "bench" / "traces" / "azure2023_conv_normalized.csv.gz"
-RELEASE = "modelscale"
-OPERATOR_NAMESPACE = "modelscale-system"
+RELEASE, OPERATOR_NAMESPACE = operator_chart.RELEASE, operator_chart.OPERATOR_NAMESPACE
 NAMESPACE = "modelscale-demo"
 NAME = "toy-llm"
 GROUP, VERSION, PLURAL = "modelscale.dev", "v1alpha1", "modeldeployments"
 # One helm release per cluster: the e2e suite's operator fixture takes the same lock.
 OPERATOR_LOCK = pathlib.Path("/run/lock/modelscale-operator.lock")
-
-# The toy LLM at 10 ms per output token: 8 concurrent requests (800 tokens/s) per pod
-# before latency climbs. The same tuning as e2e/tests/test_autoscaling_e2e.py, which
-# shows it scales 1 -> 3 before the P99 breaks on this trace.
-TOY_ENV = {
-    "TOY_LLM_TOKEN_COST_S": "0.01",
-    "TOY_LLM_LOAD_DELAY_S": "0.5",
-    "TOY_LLM_COLD_REQUESTS": "4",  # a cold engine: the first requests after load are slow
-    "TOY_LLM_COLD_PENALTY_S": "1.0",
-}
-MAX_OUTPUT_TOKENS = 64
-SLO_P99_S = 2.0
-MIN_REPLICAS, MAX_REPLICAS = 1, 3
 
 # (share of the run, trace offset in s, time compression): a real trace, compressed more
 # at the "peak of the day" so the load rises past one pod's knee and falls back.
@@ -191,17 +177,7 @@ def install(info: cluster.ClusterInfo) -> None:
         info,
         "-n",
         OPERATOR_NAMESPACE,
-        "install",
-        RELEASE,
-        str(CHART),
-        "--create-namespace",
-        "--wait",
-        "--timeout",
-        "180s",
-        "--set",
-        f"prometheus.url={info.prometheus_url}",
-        "--set",
-        "autoscaler.intervalSeconds=5",
+        *operator_chart.install_args(prometheus_url=info.prometheus_url),
         timeout=240,
     )
     say(f"operator Ready in {time.monotonic() - start:.0f} s")
@@ -432,15 +408,10 @@ def _replay(
         watcher.start()
         try:
             started = time.time()
-            replay = loadgen.start_replay(
-                requests,
-                endpoints=endpoints,
-                max_output_tokens=MAX_OUTPUT_TOKENS,
-                max_concurrency=128,
-            )
+            replay = loadgen.start_replay(requests, endpoints=endpoints, **toy_load.REPLAY)
             try:
                 with Live(sys.stdout) as live:
-                    next_row = started + report.WINDOW_S
+                    next_row = started + userview.WINDOW_S
                     end = started + opts.duration_s
                     while time.time() < end:
                         time.sleep(max(0.0, min(next_row, end) - time.time()))
@@ -457,7 +428,7 @@ def _replay(
                                 report.row_cells(row, slo_p99_s=SLO_P99_S),
                                 f"{last.reason}: {last.message}",
                             )
-                            next_row += report.WINDOW_S
+                            next_row += userview.WINDOW_S
                 result = replay.wait(120)
             finally:
                 replay.stop()

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import pathlib
 import subprocess
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import yaml
@@ -39,6 +41,16 @@ class Kubectl:
 
     def json(self, *args: str) -> Any:
         return json.loads(self.run(*args, "-o", "json").stdout)
+
+    @contextlib.contextmanager
+    def namespace(self, prefix: str) -> Iterator[str]:
+        """A new namespace `<prefix>-<random>`, deleted (without waiting) on exit."""
+        name = f"{prefix}-{uuid.uuid4().hex[:6]}"
+        self.run("create", "namespace", name)
+        try:
+            yield name
+        finally:
+            self.run("delete", "namespace", name, "--wait=false", check=False)
 
 
 def wait_until(

@@ -34,7 +34,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import numpy as np
 import tritonclient.http as httpclient
@@ -394,13 +394,24 @@ class _Runner:
                     await client.close()
 
 
+class ReplayOptions(TypedDict, total=False):
+    """How a replay sends its requests; every key is optional, the defaults are
+    `_options`'s."""
+
+    model: str
+    max_concurrency: int
+    timeout_s: float
+    max_output_tokens: int
+    max_input_tokens: int
+
+
 def _options(
     *,
-    model: str,
-    max_concurrency: int,
-    timeout_s: float,
-    max_output_tokens: int,
-    max_input_tokens: int,
+    model: str = "toy_llm",
+    max_concurrency: int = 64,
+    timeout_s: float = 30.0,
+    max_output_tokens: int = 128,
+    max_input_tokens: int = 4096,
 ) -> _Options:
     if max_concurrency < 1:
         raise ValueError("max_concurrency must be >= 1")
@@ -417,24 +428,10 @@ def replay(
     requests: Sequence[TraceRequest],
     *,
     endpoints: Endpoints,
-    model: str = "toy_llm",
-    max_concurrency: int = 64,
-    timeout_s: float = 30.0,
-    max_output_tokens: int = 128,
-    max_input_tokens: int = 4096,
+    **options: Unpack[ReplayOptions],
 ) -> ReplayResult:
     """Send ``requests`` at their offsets; block until all are answered or timed out."""
-    runner = _Runner(
-        requests,
-        endpoints,
-        _options(
-            model=model,
-            max_concurrency=max_concurrency,
-            timeout_s=timeout_s,
-            max_output_tokens=max_output_tokens,
-            max_input_tokens=max_input_tokens,
-        ),
-    )
+    runner = _Runner(requests, endpoints, _options(**options))
     started = time.time()
     asyncio.run(runner.run())
     return ReplayResult(
@@ -452,25 +449,13 @@ def replay_trace(
     start_s: float = 0.0,
     duration_s: float | None = None,
     max_requests: int | None = None,
-    model: str = "toy_llm",
-    max_concurrency: int = 64,
-    timeout_s: float = 30.0,
-    max_output_tokens: int = 128,
-    max_input_tokens: int = 4096,
+    **options: Unpack[ReplayOptions],
 ) -> ReplayResult:
     """``read_trace`` + ``replay``; ``duration_s`` is in trace time (before ``speedup``)."""
     requests = read_trace(
         path, start_s=start_s, duration_s=duration_s, max_requests=max_requests, speedup=speedup
     )
-    return replay(
-        requests,
-        endpoints=endpoints,
-        model=model,
-        max_concurrency=max_concurrency,
-        timeout_s=timeout_s,
-        max_output_tokens=max_output_tokens,
-        max_input_tokens=max_input_tokens,
-    )
+    return replay(requests, endpoints=endpoints, **options)
 
 
 class BackgroundReplay:
@@ -516,27 +501,11 @@ def start_replay(
     requests: Sequence[TraceRequest],
     *,
     endpoints: Endpoints,
-    model: str = "toy_llm",
-    max_concurrency: int = 64,
-    timeout_s: float = 30.0,
-    max_output_tokens: int = 128,
-    max_input_tokens: int = 4096,
+    **options: Unpack[ReplayOptions],
 ) -> BackgroundReplay:
     """Like ``replay`` but returns at once; ``.wait()`` gives the result, ``.stop()`` ends it
     early (for tests that scale or restart pods while traffic flows)."""
-    return BackgroundReplay(
-        _Runner(
-            requests,
-            endpoints,
-            _options(
-                model=model,
-                max_concurrency=max_concurrency,
-                timeout_s=timeout_s,
-                max_output_tokens=max_output_tokens,
-                max_input_tokens=max_input_tokens,
-            ),
-        )
-    )
+    return BackgroundReplay(_Runner(requests, endpoints, _options(**options)))
 
 
 def iter_outcomes(records: Sequence[RequestRecord]) -> Iterator[tuple[str, int]]:

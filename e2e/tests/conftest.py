@@ -5,19 +5,16 @@ ServiceAccount), and small helpers around kubectl."""
 from __future__ import annotations
 
 import fcntl
-import pathlib
 import subprocess
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from harness import operator_chart
 from harness.kubectl import Kubectl
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
-CHART = REPO / "charts" / "modelscale"
-OPERATOR_NAMESPACE = "modelscale-system"
-RELEASE = "modelscale"
+OPERATOR_NAMESPACE, RELEASE = operator_chart.OPERATOR_NAMESPACE, operator_chart.RELEASE
 OPERATOR_LOCK = "/run/lock/modelscale-operator.lock"
 
 
@@ -62,19 +59,9 @@ def _installed(cluster: Any, kubectl: Kubectl) -> Iterator[str]:
     proc = subprocess.run(
         [
             *base,
-            "install",
-            RELEASE,
-            str(CHART),
-            "--create-namespace",
-            "--wait",
-            "--timeout",
-            "180s",
-            "--set",
-            f"prometheus.url={cluster.prometheus_url}",
-            "--set",
-            "autoscaler.intervalSeconds=5",
-            "--set",
-            "logLevel=DEBUG",
+            *operator_chart.install_args(
+                prometheus_url=cluster.prometheus_url, values=("logLevel=DEBUG",)
+            ),
         ],
         capture_output=True,
         text=True,

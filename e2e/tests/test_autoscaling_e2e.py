@@ -34,8 +34,9 @@ from kubernetes import client
 from toy_md import modeldeployment_body, toy_model, toy_server
 
 from harness import cluster as harness_cluster
-from harness import loadgen
+from harness import loadgen, toy_load, userview
 from harness.kubectl import Kubectl, wait_until
+from harness.toy_load import MAX_REPLICAS, MIN_REPLICAS, SLO_P99_S, TOY_ENV
 from modelscale import podfacts
 from modelscale.api.v1alpha1 import from_rfc3339
 
@@ -44,24 +45,10 @@ pytestmark = pytest.mark.cluster
 TRACE = pathlib.Path(__file__).resolve().parents[1] / "traces" / "azure2023_conv_normalized.csv.gz"
 GROUP, VERSION, PLURAL = "modelscale.dev", "v1alpha1", "modeldeployments"
 
-# The toy at 10 ms per token: the knee (8 concurrent requests) is 800 tokens/s per pod;
-# past it throughput stays flat and latency grows with the queue. Half the 5 ms default
-# keeps the total CPU of three pods plus the load generator bearable on two shared cores.
-TOY_ENV = {
-    "TOY_LLM_TOKEN_COST_S": "0.01",
-    "TOY_LLM_LOAD_DELAY_S": "0.5",
-    # A cold engine: the first requests after load are slow, so warm-up matters.
-    "TOY_LLM_COLD_REQUESTS": "4",
-    "TOY_LLM_COLD_PENALTY_S": "1.0",
-}
-MAX_OUTPUT_TOKENS = 64  # 0.64 s per request at or below the knee
 SLO_SIGNAL = "EndToEnd"
-SLO_P99_S = 2.0  # met below the knee (about 0.7 s), broken by a queue of ~25 requests
 TOKENS_PER_REPLICA = 400.0  # half the knee: scale before latency breaks
 SCALE_DOWN_WINDOW_S = 30.0
 HORIZON_S = 20.0  # pods here are warmed 10-16 s after creation
-MIN_REPLICAS, MAX_REPLICAS = 1, 3
-WINDOW_S = 10.0  # client-side P99 window
 
 SCALE_REASONS = (
     "ForecastTokenRate",
@@ -128,42 +115,6 @@ def phased_trace(phases: Sequence[Phase]) -> tuple[list[loadgen.TraceRequest], l
         out.extend(dataclasses.replace(r, t_s=r.t_s + offset) for r in part)
         offset += ph.wall_s
     return out, starts
-
-
-def user_latency(record: loadgen.RequestRecord, started_at: float) -> float:
-    """What the user waited: the answer time plus any client-side wait for a slot;
-    failures and requests with no endpoint count as infinitely slow."""
-    if record.outcome != loadgen.OK or record.latency_s is None:
-        return math.inf
-    queued = max(0.0, record.sent_at - (started_at + record.scheduled_s))
-    return queued + record.latency_s
-
-
-@dataclasses.dataclass(frozen=True)
-class Window:
-    start: float  # Unix time
-    count: int
-    p99_s: float
-    tokens_per_s: float
-
-
-def p99_windows(records: Sequence[loadgen.RequestRecord], started_at: float) -> list[Window]:
-    by_window: dict[int, list[loadgen.RequestRecord]] = {}
-    for r in records:
-        by_window.setdefault(int(r.scheduled_s // WINDOW_S), []).append(r)
-    out = []
-    for index in sorted(by_window):
-        rs = by_window[index]
-        lat = [user_latency(r, started_at) for r in rs]
-        out.append(
-            Window(
-                start=started_at + index * WINDOW_S,
-                count=len(rs),
-                p99_s=float(np.percentile(lat, 99, method="higher")),
-                tokens_per_s=sum(r.output_tokens for r in rs) / WINDOW_S,
-            )
-        )
-    return out
 
 
 # --- what the operator did, sampled in the background --------------------------------------
@@ -262,40 +213,6 @@ def watched(
         yield mon, endpoints
 
 
-def warm_time(pod: dict[str, Any]) -> float | None:
-    """When the operator opened the pod's gate (creation + seconds-to-warm), if it did."""
-    facts = podfacts.read(pod)
-    if facts.created is None or facts.seconds_to_warm is None:
-        return None
-    return facts.created + facts.seconds_to_warm
-
-
-def requests_before_warm_up(
-    records: Sequence[loadgen.RequestRecord], pods: Sequence[dict[str, Any]]
-) -> list[tuple[loadgen.RequestRecord, str]]:
-    """Requests sent to a pod before its warm-up finished (or to an unknown pod). A pod IP
-    can be reused after a scale-down: a request belongs to the newest pod with that IP
-    created before it was sent (creation times are whole seconds, hence the 1 s)."""
-    bad = []
-    for r in records:
-        if r.pod_ip is None:
-            continue
-        owners = [
-            p
-            for p in pods
-            if p["status"].get("podIP") == r.pod_ip
-            and (podfacts.read(p).created or math.inf) <= r.sent_at + 1.0
-        ]
-        if not owners:
-            bad.append((r, "no known pod"))
-            continue
-        pod = max(owners, key=lambda p: podfacts.read(p).created or 0.0)
-        opened = warm_time(pod)
-        if opened is None or r.sent_at < opened:
-            bad.append((r, pod["metadata"]["name"]))
-    return bad
-
-
 def events(kubectl: Kubectl, ns: str, name: str, reason: str) -> list[dict[str, Any]]:
     items = kubectl.json("-n", ns, "get", "events")["items"]
     return [
@@ -366,12 +283,7 @@ def test_load_ramp_scales_up_before_p99_breaks_and_back_down_after(
     requests, starts = phased_trace(RAMP)
     with watched(kube_api, namespace, name) as (mon, endpoints):
         started = time.time()
-        replay = loadgen.start_replay(
-            requests,
-            endpoints=endpoints,
-            max_output_tokens=MAX_OUTPUT_TOKENS,
-            max_concurrency=128,
-        )
+        replay = loadgen.start_replay(requests, endpoints=endpoints, **toy_load.REPLAY)
         try:
             result = replay.wait(sum(p.wall_s for p in RAMP) + 120)
         finally:
@@ -393,7 +305,7 @@ def test_load_ramp_scales_up_before_p99_breaks_and_back_down_after(
         )
 
     records = result.records
-    windows = p99_windows(records, started)
+    windows = userview.windows(records, started)
     up = mon.first(lambda s: (s.spec_replicas or 0) > MIN_REPLICAS)
     up_desired = mon.first(lambda s: (s.desired or 0) > MIN_REPLICAS)
     first_up_decision = next((d for d in mon.decisions() if d["replicas"] > MIN_REPLICAS), None)
@@ -408,7 +320,7 @@ def test_load_ramp_scales_up_before_p99_breaks_and_back_down_after(
         (p for p in pods if (podfacts.read(p).created or 0.0) >= ramp_start - 1),
         key=lambda p: podfacts.read(p).created or 0.0,
     )
-    warms = [t for p in new_pods if (t := warm_time(p)) is not None]
+    warms = [t for p in new_pods if (t := userview.warm_time(p)) is not None]
     first_new_warm = min(warms) if warms else None
     deleted_during_load = [
         (e["involvedObject"]["name"], e.get("count", 1), e["message"])
@@ -417,10 +329,11 @@ def test_load_ramp_scales_up_before_p99_breaks_and_back_down_after(
         and e["involvedObject"]["kind"] == "ReplicaSet"
         and from_rfc3339(e.get("firstTimestamp") or e["eventTime"]) <= load_end
     ]
-    early = requests_before_warm_up(records, pods)
+    early = userview.requests_before_warm_up(records, pods)
 
     def p99_of(lo: float, hi: float) -> float:
-        lat = [user_latency(r, started) for r in records if lo <= started + r.scheduled_s < hi]
+        inside = [r for r in records if lo <= started + r.scheduled_s < hi]
+        lat = [userview.user_latency(r, started) for r in inside]
         return float(np.percentile(lat, 99, method="higher")) if lat else math.nan
 
     summary = result.summary()
@@ -430,7 +343,8 @@ def test_load_ramp_scales_up_before_p99_breaks_and_back_down_after(
     )
     print("window(s from ramp start) requests tok/s client-P99(s)")
     for w in windows:
-        print(f"  {w.start - ramp_start:+6.0f} {w.count:5d} {w.tokens_per_s:7.0f} {w.p99_s:7.2f}")
+        tok = w.output_tokens_per_s
+        print(f"  {w.start - ramp_start:+6.0f} {w.requests:5d} {tok:7.0f} {w.p99_s:7.2f}")
     print("operator samples (s from ramp start) spec desired currentTok predTok P99 reason")
     for s in mon.samples[::5]:
         a = s.autoscaling
@@ -460,7 +374,7 @@ def test_load_ramp_scales_up_before_p99_breaks_and_back_down_after(
         f"first operator currentP99Seconds over the SLO: "
         f"{rel(None if op_broken is None else op_broken.t)}"
     )
-    never_warmed = [p["metadata"]["name"] for p in pods if warm_time(p) is None]
+    never_warmed = [p["metadata"]["name"] for p in pods if userview.warm_time(p) is None]
     print(f"pods seen: {len(pods)}; never warmed: {never_warmed}")
     print(f"load end -> back to {MIN_REPLICAS} replica(s): {down_at - load_end:.0f} s")
     print(f"status at the ramp's peak:\n{show(peak)}")
@@ -530,9 +444,7 @@ def test_prometheus_gone_holds_replicas_and_says_why_then_resumes(
     # Enough load for 2-3 replicas (about 1000 tokens/s).
     requests, _ = phased_trace([Phase("busy", trace_start_s=1320, wall_s=240, speedup=2.5)])
     with watched(kube_api, namespace, name) as (mon, endpoints):
-        replay = loadgen.start_replay(
-            requests, endpoints=endpoints, max_output_tokens=MAX_OUTPUT_TOKENS, max_concurrency=128
-        )
+        replay = loadgen.start_replay(requests, endpoints=endpoints, **toy_load.REPLAY)
         stopped_at: float | None = None
         restarted_at: float | None = None
         try:

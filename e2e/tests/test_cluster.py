@@ -150,6 +150,24 @@ def slice_endpoints(disc: client.DiscoveryV1Api, ns: str, service: str) -> dict[
     return out
 
 
+def delete_and_wait_gone(
+    core: client.CoreV1Api, namespace: str, p: client.V1Pod, wait_for: WaitFor, *, what: str
+) -> None:
+    """Delete the pod; wait until its object is gone and its process has exited."""
+    pid, name = pid_of(p), p.metadata.name
+    core.delete_namespaced_pod(name, namespace)
+
+    def gone() -> bool:
+        try:
+            core.read_namespaced_pod(name, namespace)
+        except client.ApiException as err:
+            return err.status == 404
+        return False
+
+    wait_for(gone, timeout=30, what=what)
+    assert not process_alive(pid)
+
+
 def set_gate(core: client.CoreV1Api, ns: str, name: str, status: str) -> None:
     # What the operator's warm-up does: a strategic-merge patch of pods/status by type.
     core.patch_namespaced_pod_status(
@@ -579,18 +597,7 @@ def test_triton_pod_serves_tokens_is_scraped_and_stops_on_delete(
     assert peer.spec.node_name != p.spec.node_name
     assert peer.status.phase == "Succeeded"
 
-    pid = pid_of(p)
-    core.delete_namespaced_pod("llm", namespace)
-
-    def gone() -> bool:
-        try:
-            core.read_namespaced_pod("llm", namespace)
-        except client.ApiException as err:
-            return err.status == 404
-        return False
-
-    wait_for(gone, timeout=30, what="the pod object deleted by the runtime")
-    assert not process_alive(pid)
+    delete_and_wait_gone(core, namespace, p, wait_for, what="the pod object deleted by the runtime")
 
 
 # --- the runtime's decisions without a cluster (pure functions, fast) ---------------------
@@ -760,18 +767,8 @@ def test_process_ignoring_sigterm_is_killed_after_the_grace_period(
         timeout=60,
         what="the stubborn pod Ready",
     )
-    pid = pid_of(p)
-    core.delete_namespaced_pod("stubborn", namespace)
-
-    def gone() -> bool:
-        try:
-            core.read_namespaced_pod("stubborn", namespace)
-        except client.ApiException as err:
-            return err.status == 404
-        return False
-
-    wait_for(gone, timeout=30, what="the pod removed after its grace period")
-    assert not process_alive(pid)
+    gone = "the pod removed after its grace period"
+    delete_and_wait_gone(core, namespace, p, wait_for, what=gone)
     log = topo.STATE / "logs" / "pods" / f"{namespace}_stubborn_main.log"
     assert "got SIGTERM, ignoring" in log.read_text()
 

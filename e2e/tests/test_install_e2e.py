@@ -29,6 +29,7 @@ from toy_md import modeldeployment_body, toy_model, toy_server
 
 from harness import loadgen
 from harness.kubectl import Kubectl, wait_until
+from harness.monitors import prometheus_operator_crds
 from modelscale.api import crd
 
 pytestmark = pytest.mark.cluster
@@ -39,8 +40,6 @@ DASHBOARD = CHART / "dashboards" / "modelscale.json"
 SAMPLE = REPO / "manifests" / "samples" / "cpu-toy.yaml"
 CRD_NAME = "modeldeployments.modelscale.dev"
 RELEASE, OPERATOR_NAMESPACE = "modelscale", "modelscale-system"
-# prometheus-operator's CRDs, from its Go module (the harness builds with Go already).
-PROMETHEUS_OPERATOR = "github.com/prometheus-operator/prometheus-operator@v0.85.0"
 
 
 def helm(cluster: Any, *args: str) -> subprocess.CompletedProcess[str]:
@@ -172,10 +171,8 @@ def object_paths(obj: dict[str, Any], prefix: str = "") -> set[str]:
 
 @pytest.fixture(scope="module")
 def sample_ns(kubectl: Kubectl) -> Iterator[str]:
-    name = f"install-{int(time.time()) % 100000}"
-    kubectl.run("create", "namespace", name)
-    yield name
-    kubectl.run("delete", "namespace", name, "--wait=false", check=False)
+    with kubectl.namespace("install") as name:
+        yield name
 
 
 def test_cpu_sample_runs_and_render_prints_what_the_operator_applied(
@@ -247,31 +244,10 @@ def test_cpu_sample_runs_and_render_prints_what_the_operator_applied(
 # --------------------------------------------------------------------------- monitors
 
 
-def prometheus_operator_crds() -> list[pathlib.Path]:
-    proc = subprocess.run(
-        ["go", "mod", "download", "-json", PROMETHEUS_OPERATOR],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=600,
-        cwd="/",
-    )
-    info = json.loads(proc.stdout or "{}")
-    assert proc.returncode == 0 and "Dir" in info, (
-        f"cannot download {PROMETHEUS_OPERATOR} with the Go module proxy: "
-        f"{info.get('Error') or proc.stderr}"
-    )
-    crd_dir = pathlib.Path(info["Dir"]) / "example" / "prometheus-operator-crd"
-    return [
-        crd_dir / f"monitoring.coreos.com_{kind}.yaml"
-        for kind in ("podmonitors", "servicemonitors")
-    ]
-
-
 def test_pod_and_service_monitors_are_valid_under_the_prometheus_operator_crds(
     cluster: Any, kubectl: Kubectl
 ) -> None:
-    for path in prometheus_operator_crds():
+    for path in prometheus_operator_crds().values():
         kubectl.run("apply", "--server-side", "-f", str(path))
     for name in ("podmonitors.monitoring.coreos.com", "servicemonitors.monitoring.coreos.com"):
         kubectl.run("wait", "--for=condition=Established", f"crd/{name}", "--timeout=60s")

@@ -4,7 +4,6 @@ bad specs are refused by the apiserver with the CEL message, and deletion cleans
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -38,10 +37,8 @@ def modeldeployment(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def ns(kubectl: Kubectl) -> Iterator[str]:
-    name = f"op-{uuid.uuid4().hex[:6]}"
-    kubectl.run("create", "namespace", name)
-    yield name
-    kubectl.run("delete", "namespace", name, "--wait=false", check=False)
+    with kubectl.namespace("op") as name:
+        yield name
 
 
 def condition(obj: dict[str, Any], type_: str) -> dict[str, Any] | None:

@@ -15,7 +15,7 @@ import jsonschema
 import pytest
 import yaml
 
-from harness import topology
+from harness import monitors, topology
 from modelscale.api import crd
 from modelscale.api.v1alpha1 import ModelDeployment
 from modelscale.resources import deployment, names
@@ -23,7 +23,6 @@ from modelscale.resources import deployment, names
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "modelscale"
 DASHBOARD = CHART / "dashboards" / "modelscale.json"
-PROMETHEUS_OPERATOR = "github.com/prometheus-operator/prometheus-operator@v0.85.0"
 
 
 def helm() -> str:
@@ -182,22 +181,9 @@ def strict(schema: Any) -> Any:
 @pytest.fixture(scope="module")
 def monitor_schemas() -> dict[str, Any]:
     """prometheus-operator's own CRDs, from its Go module (the Go module proxy)."""
-    proc = subprocess.run(
-        ["go", "mod", "download", "-json", PROMETHEUS_OPERATOR],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=600,
-        cwd="/",
-    )
-    info = json.loads(proc.stdout or "{}")
-    assert proc.returncode == 0 and "Dir" in info, (
-        f"cannot download {PROMETHEUS_OPERATOR}: {info.get('Error') or proc.stderr}"
-    )
-    crd_dir = pathlib.Path(info["Dir"]) / "example" / "prometheus-operator-crd"
     out = {}
-    for kind, plural in (("PodMonitor", "podmonitors"), ("ServiceMonitor", "servicemonitors")):
-        doc = yaml.safe_load((crd_dir / f"monitoring.coreos.com_{plural}.yaml").read_text())
+    for kind, path in monitors.prometheus_operator_crds().items():
+        doc = yaml.safe_load(path.read_text())
         (version,) = [v for v in doc["spec"]["versions"] if v["name"] == "v1"]
         schema = copy.deepcopy(version["schema"]["openAPIV3Schema"])
         schema["properties"]["metadata"] = {"type": "object"}

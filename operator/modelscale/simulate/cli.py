@@ -13,10 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from modelscale.simulate import bound, engine, figures, suite
+from modelscale.simulate import bound, engine, figures, serving, serving_report, suite
 from modelscale.simulate import trace as trace_mod
 from modelscale.simulate.figures import Figures, Interval
 from modelscale.simulate.replica import ReplicaParams, Slo
+from modelscale.simulate.serving import ServingPolicy, ServingPolicyError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -127,6 +128,28 @@ def build_parser() -> argparse.ArgumentParser:
         f"({', '.join(f'{x:g}' for x in suite.SWEEP)}) and report each one's cheapest "
         "setting at >= 99%% of windows (best_at_target)",
     )
+    serving_flags = p.add_argument_group(
+        "serving policy",
+        "priority classes with a per-pod queue limit and a queue timeout (REJECT: a request "
+        "over either is refused at once and counted); pods admit in class order",
+    )
+    serving_flags.add_argument(
+        "--priority-split",
+        metavar="CLASS=SHARE,...",
+        help="priority classes, highest first, with the share of requests each gets where "
+        "the trace has no priority column (a `priority` column, 1 = the first class, wins), "
+        "e.g. interactive=0.5,batch=0.5; default: no serving policy",
+    )
+    serving_flags.add_argument(
+        "--max-queue",
+        metavar="CLASS=N,...",
+        help="per pod, the most requests of a class that may wait; one more is refused",
+    )
+    serving_flags.add_argument(
+        "--queue-timeout",
+        metavar="CLASS=S,...",
+        help="seconds a request of a class may wait for admission before it is refused",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--plot", metavar="OUT.png", help="write a PNG of load, replicas and P99")
     return p
@@ -155,6 +178,7 @@ class Outcome:
     oracle_meets: list[bool]
     runs: dict[str, engine.RunResult]  # the first seed's gated runs, for --plot
     best: dict[str, dict[str, dict[str, float | str | None]]] | None = None
+    serving: ServingPolicy | None = None
 
 
 def _ratio_key(figs: Figures) -> str:
@@ -221,6 +245,8 @@ def to_json(out: Outcome) -> dict[str, Any]:
     }
     if not feas.feasible:
         doc["reason"] = feas.reason
+    if out.serving is not None:
+        doc["serving"] = serving_report.to_json(out.serving, out.runs)
     if out.best is not None:
         doc["best_at_target"] = out.best
     return doc
@@ -297,6 +323,7 @@ def simulate(
         oracle_meets=meets,
         runs=gated_runs,
         best=best,
+        serving=params.serving,
     )
 
 
@@ -330,6 +357,8 @@ def report(out: Outcome, *, params: ReplicaParams, elapsed: float) -> str:
     )
     for t in suite.TABLES:
         lines += ["", TABLE_TITLES[t], table(out.tables[t], out.cis[t] if out.seeds > 1 else None)]
+    if out.serving is not None:
+        lines += serving_report.table(out.serving, out.runs)
     if out.best is not None:
         for t in suite.TABLES:
             lines += ["", f"cheapest setting at >= 99% of windows ({t}):"]
@@ -345,6 +374,21 @@ def report(out: Outcome, *, params: ReplicaParams, elapsed: float) -> str:
                 )
     lines.append(f"({elapsed:.1f} s)")
     return "\n".join(lines)
+
+
+def _serving(args: argparse.Namespace) -> ServingPolicy | None:
+    if args.priority_split is None:
+        if args.max_queue or args.queue_timeout:
+            raise ServingPolicyError(
+                "--max-queue and --queue-timeout need --priority-split (the classes they name)"
+            )
+        return None
+    return serving.from_flags(
+        split=args.priority_split,
+        max_queue=args.max_queue,
+        timeout=args.queue_timeout,
+        seed=args.seed,
+    )
 
 
 def main(argv: Sequence[str]) -> int:
@@ -370,12 +414,16 @@ def main(argv: Sequence[str]) -> int:
         names, notes = suite.default_policies()
     if suite.ORACLE not in names:  # every figure is relative to it
         names = (*names, suite.ORACLE)
-    params = ReplicaParams(startup_s=args.startup, warmup_s=args.warmup)
+    try:
+        policy = _serving(args)
+    except ServingPolicyError as err:
+        return _fail(str(err))
+    params = ReplicaParams(startup_s=args.startup, warmup_s=args.warmup, serving=policy)
     slo = Slo(ttft_s=args.slo_ttft, tpot_s=args.slo_tpot, ttft_per_1k_input_s=args.slo_ttft_per_1k)
     began = time.perf_counter()
     try:
         out = simulate(args, names, params, slo)
-    except (trace_mod.TraceError, bound.InfeasibleCapacityError) as err:
+    except (trace_mod.TraceError, bound.InfeasibleCapacityError, ServingPolicyError) as err:
         return _fail(str(err))
     elapsed = time.perf_counter() - began
     for note in notes:

@@ -37,6 +37,7 @@ from numpy.typing import NDArray
 
 from modelscale.simulate.pool import F64, I64, least_loaded
 from modelscale.simulate.replica import ReplicaParams, Slo
+from modelscale.simulate.serving import ClassStats
 from modelscale.simulate.state import ROUTING
 from modelscale.simulate.trace import Gap, Trace, TraceStream
 from modelscale.simulate.traffic import ADMIT_SCAN, Engine
@@ -107,6 +108,8 @@ class RunResult:
     cold_requests: int = 0
     gaps: tuple[Gap, ...] = ()
     startup_s: F64 = field(default_factory=lambda: np.zeros(0))  # per replica created
+    # Per priority class, under a serving policy (ReplicaParams.serving); () without one.
+    classes: tuple[ClassStats, ...] = ()
 
 
 def run(
@@ -210,4 +213,5 @@ def run(
         cold_requests=e.cold_requests,
         gaps=trace.gaps,
         startup_s=np.array(e.startups),
+        classes=e.tally.stats() if e.tally is not None else (),
     )

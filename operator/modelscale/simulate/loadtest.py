@@ -7,6 +7,7 @@ requests and KV-cache usage at that rate."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -63,8 +64,11 @@ def _p99(values: np.ndarray) -> float:  # type: ignore[type-arg]
 
 def _meets(trace: Trace, *, rate: float, params: ReplicaParams, slo: Slo, seed: int) -> _Run:
     synth = _synthetic(trace, rate=rate, seed=seed)
+    # A replica's capacity is measured first-come first-served, whatever the serving
+    # policy: the policies' targets (and so their sizing) stay the same with or without it.
+    plain = dataclasses.replace(params, serving=None)
     result = engine.run(
-        synth, _Fixed(), params=params, initial_replicas=1, drain_s=120.0, slo=slo, seed=seed
+        synth, _Fixed(), params=plain, initial_replicas=1, drain_s=120.0, slo=slo, seed=seed
     )
     keep = synth.arrival_s >= WARMUP_S
     over = result.ttft[keep] - slo.ttft_target(synth.input_tokens[keep].astype(np.float64))

@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from modelscale.simulate.serving import ServingPolicy
 from modelscale.simulate.trace import Chunk
 
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
+MAX_IDS = 1 << 30  # request ids below this leave room for the class in a queue's sort key
 
 
 @dataclass
@@ -33,103 +36,52 @@ class Pool:
     reserve: F64
     ftt: F64
     rem: F64
+    prio: I64  # priority class (serving.py); 0 without a serving policy
 
     @classmethod
     def empty(cls) -> Pool:
         i, f = np.zeros(0, dtype=np.int64), np.zeros(0)
-        return cls(i, f, i, i, i, i, i, np.zeros(0, dtype=bool), f, f, f)
+        return cls(i, f, i, i, i, i, i, np.zeros(0, dtype=bool), f, f, f, i)
 
     @classmethod
-    def arrivals(cls, *, ids: I64, arr: F64, inp: I64, out: I64, cached: I64, win: I64) -> Pool:
+    def arrivals(
+        cls, *, ids: I64, arr: F64, inp: I64, out: I64, cached: I64, win: I64, prio: I64
+    ) -> Pool:
         n = ids.size
         i, f = np.zeros(n, dtype=np.int64), np.zeros(n)
         reserve = (inp + out).astype(np.float64)  # the whole context, held in the KV cache
-        return cls(ids, arr, inp, out, cached, win, i, np.zeros(n, dtype=bool), reserve, f, f)
+        b = np.zeros(n, dtype=bool)
+        return cls(ids, arr, inp, out, cached, win, i, b, reserve, f, f, prio)
 
     @property
     def size(self) -> int:
         return int(self.id.size)
 
+    def columns(self) -> tuple[NDArray[Any], ...]:
+        """Every field, in declaration order (the columns differ in dtype)."""
+        return tuple(getattr(self, f.name) for f in fields(self))
+
     def insert(self, pos: I64, other: Pool) -> Pool:
         """`other`'s requests inserted before the positions `pos` (np.insert)."""
-        return Pool(
-            np.insert(self.id, pos, other.id),
-            np.insert(self.arr, pos, other.arr),
-            np.insert(self.inp, pos, other.inp),
-            np.insert(self.out, pos, other.out),
-            np.insert(self.cached, pos, other.cached),
-            np.insert(self.win, pos, other.win),
-            np.insert(self.pod, pos, other.pod),
-            np.insert(self.cold, pos, other.cold),
-            np.insert(self.reserve, pos, other.reserve),
-            np.insert(self.ftt, pos, other.ftt),
-            np.insert(self.rem, pos, other.rem),
-        )
+        pairs = zip(self.columns(), other.columns(), strict=True)
+        return Pool(*(np.insert(a, pos, b) for a, b in pairs))
 
     def delete(self, idx: I64) -> Pool:
-        return Pool(
-            np.delete(self.id, idx),
-            np.delete(self.arr, idx),
-            np.delete(self.inp, idx),
-            np.delete(self.out, idx),
-            np.delete(self.cached, idx),
-            np.delete(self.win, idx),
-            np.delete(self.pod, idx),
-            np.delete(self.cold, idx),
-            np.delete(self.reserve, idx),
-            np.delete(self.ftt, idx),
-            np.delete(self.rem, idx),
-        )
+        return Pool(*(np.delete(a, idx) for a in self.columns()))
 
     def slice(self, a: int, b: int) -> Pool:
-        return Pool(
-            self.id[a:b],
-            self.arr[a:b],
-            self.inp[a:b],
-            self.out[a:b],
-            self.cached[a:b],
-            self.win[a:b],
-            self.pod[a:b],
-            self.cold[a:b],
-            self.reserve[a:b],
-            self.ftt[a:b],
-            self.rem[a:b],
-        )
+        return Pool(*(c[a:b] for c in self.columns()))
 
     def take(self, idx: NDArray[np.generic]) -> Pool:
-        return Pool(
-            self.id[idx],
-            self.arr[idx],
-            self.inp[idx],
-            self.out[idx],
-            self.cached[idx],
-            self.win[idx],
-            self.pod[idx],
-            self.cold[idx],
-            self.reserve[idx],
-            self.ftt[idx],
-            self.rem[idx],
-        )
+        return Pool(*(c[idx] for c in self.columns()))
 
     def cat(self, other: Pool) -> Pool:
         if self.size == 0:
             return other
         if other.size == 0:
             return self
-        cat = np.concatenate
-        return Pool(
-            cat((self.id, other.id)),
-            cat((self.arr, other.arr)),
-            cat((self.inp, other.inp)),
-            cat((self.out, other.out)),
-            cat((self.cached, other.cached)),
-            cat((self.win, other.win)),
-            cat((self.pod, other.pod)),
-            cat((self.cold, other.cold)),
-            cat((self.reserve, other.reserve)),
-            cat((self.ftt, other.ftt)),
-            cat((self.rem, other.rem)),
-        )
+        pairs = zip(self.columns(), other.columns(), strict=True)
+        return Pool(*(np.concatenate((a, b)) for a, b in pairs))
 
 
 def least_loaded(load: I64, k: int) -> I64:
@@ -193,8 +145,17 @@ def segment_starts(keys: I64) -> I64:
 class Feed:
     """Arrivals from the trace's chunks, handed out tick by tick."""
 
-    def __init__(self, chunks: Iterator[Chunk], *, window_s: float, n_windows: int) -> None:
+    def __init__(
+        self,
+        chunks: Iterator[Chunk],
+        *,
+        window_s: float,
+        n_windows: int,
+        serving: ServingPolicy | None = None,
+    ) -> None:
         self._chunks = chunks
+        self._serving = serving
+        self._rng = np.random.default_rng(serving.seed if serving else 0)
         self._buf: Chunk | None = None
         self._pos = 0
         self.next_id = 0
@@ -212,6 +173,14 @@ class Feed:
                 self._buf, self._pos = nxt, 0
                 return
 
+    def _classes(self, c: Chunk, end: int) -> I64:
+        n = end - self._pos
+        if self._serving is None:
+            return np.zeros(n, dtype=np.int64)
+        if c.priority is not None:
+            return self._serving.from_levels(c.priority[self._pos : end])
+        return self._serving.draw(self._rng, n)
+
     @property
     def next_arrival(self) -> float:
         return math.inf if self._buf is None else float(self._buf.arrival_s[self._pos])
@@ -223,6 +192,7 @@ class Feed:
             end = self._pos + int(np.searchsorted(c.arrival_s[self._pos :], t1, side="left"))
             n = end - self._pos
             arr = c.arrival_s[self._pos : end]
+            prio = self._classes(c, end)
             parts.append(
                 Pool.arrivals(
                     ids=np.arange(self.next_id, self.next_id + n, dtype=np.int64),
@@ -231,6 +201,7 @@ class Feed:
                     out=c.output_tokens[self._pos : end],
                     cached=c.cached_tokens[self._pos : end],
                     win=np.minimum((arr // self.window_s).astype(np.int64), self.n_windows - 1),
+                    prio=prio,
                 )
             )
             self.next_id += n
@@ -239,6 +210,8 @@ class Feed:
                 self._pull()
         if not parts:
             return Pool.empty()
+        if self._serving is not None and self.next_id > MAX_IDS:
+            raise ValueError(f"a serving policy replays at most {MAX_IDS} requests")
         out = parts[0]
         for part in parts[1:]:
             out = out.cat(part)

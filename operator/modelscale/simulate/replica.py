@@ -29,6 +29,8 @@ from typing import overload
 import numpy as np
 from numpy.typing import NDArray
 
+from modelscale.simulate.serving import ServingPolicy
+
 GIB = 1024.0**3
 
 
@@ -78,6 +80,9 @@ class ReplicaParams:
     kv_capacity_tokens: int = A100_40GB_LLAMA_8B_KV_TOKENS
     cold_slowdown: float = 3.0
     min_decode_share: float = 0.2
+    # Priority classes, queue limits and timeouts (simulate/serving.py); None: one FIFO
+    # queue per pod without limits, as before.
+    serving: ServingPolicy | None = None
 
     def __post_init__(self) -> None:
         if self.kv_capacity_tokens <= 0:

@@ -12,6 +12,7 @@ import numpy as np
 
 from modelscale.simulate.pool import F64, I64, Feed, Pool, add_counts
 from modelscale.simulate.replica import ReplicaParams, Slo
+from modelscale.simulate.serving import ClassTally
 from modelscale.simulate.trace import Gap, Trace, TraceStream
 from modelscale.simulate.view import MAX_METRIC_WINDOW_S
 from modelscale.simulate.windows import WindowStats, group_p99
@@ -44,7 +45,17 @@ class EngineState:
         self.duration_s = source.duration_s
         self.n_windows = max(1, math.ceil(source.duration_s / window_s))
         self.window_s = window_s
-        self.feed = Feed(source.chunks(), window_s=window_s, n_windows=self.n_windows)
+        self.feed = Feed(
+            source.chunks(), window_s=window_s, n_windows=self.n_windows, serving=params.serving
+        )
+        # Serving policy (None: one FIFO queue per pod, no limits): per-class limits and
+        # the per-class tally of what was served and shed.
+        self.serving = params.serving
+        if params.serving and isinstance(source, Trace) and source.priority is not None:
+            params.serving.from_levels(source.priority)  # refuse levels with no class up front
+        self.tally = ClassTally(params.serving) if params.serving else None
+        self.queue_limit = params.serving.max_queue() if params.serving else None
+        self.queue_timeout = params.serving.timeouts() if params.serving else None
         self.rng = np.random.default_rng(seed)
         self.n_ticks = math.ceil((source.duration_s + drain_s) / dt)
         self.tick = 0
@@ -167,7 +178,7 @@ class EngineState:
                 self.queued, self.qkey = self.queued.take(keep), self.qkey[keep]
                 self.waiting[gone] = 0
 
-    def serving(self, t: float, gate: bool) -> I64:
+    def serving_ids(self, t: float, gate: bool) -> I64:
         ids = self.alive_ids()
         at = self.warm_at if gate else self.ready_at
         out: I64 = ids[at[ids] <= t]
@@ -215,14 +226,27 @@ class EngineState:
 
     # -- requests ---------------------------------------------------------------------
 
-    def _finish(self, win: I64, ttft: F64, tpot: F64, inp: I64, ids: I64) -> None:
+    def _finish(self, reqs: Pool, ttft: F64, tpot: F64) -> None:
         """Record finished (or failed: inf) requests for per-window scoring."""
+        win, inp, ids = reqs.win, reqs.inp, reqs.id
         excess = ttft - self.slo.ttft_target(inp.astype(np.float64))
         self.fin_buf.append((win, ttft, tpot, excess))
+        if self.tally is not None:
+            self.tally.finished(reqs.prio, ttft, (excess <= 0) & (tpot <= self.slo.tpot_s))
         add_counts(self.outstanding, win, -1)
         if self.keep:
             self.ttft[ids] = ttft
             self.tpot[ids] = tpot
+
+    def shed(self, pool: Pool, now: float, *, timeout: bool) -> None:
+        """Refuse `pool`'s requests at `now` (queue full, or waited past the timeout): they
+        count as misses, and per class as shed."""
+        if pool.size == 0:
+            return
+        assert self.tally is not None  # only a serving policy sheds
+        self.tally.shed(pool.prio, now - pool.arr, timeout=timeout)
+        inf = np.full(pool.size, np.inf)
+        self._finish(pool, inf, inf)
 
     def flush_windows(self, final: bool = False) -> None:
         """Score the windows whose requests have all finished."""

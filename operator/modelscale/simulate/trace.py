@@ -1,12 +1,14 @@
 """Trace loading: per-request CSVs and 10-minute aggregate series.
 
-Per-request traces (`t_s,input_tokens,output_tokens[,cached_tokens]`, as in
+Per-request traces (`t_s,input_tokens,output_tokens[,cached_tokens][,priority]`, as in
 `../shared/traces/azure2023_*`) are replayed request by request; the optional
 `cached_tokens` column gives the prompt tokens a prefix cache serves (their prefill is
-skipped). Aggregate traces (`window_start_s,total_rps,...,mean_input_tokens,
-mean_output_tokens`, as in `servegen_*`) are replayed as seeded Poisson arrivals at
-`total_rps * rate_scale` inside each window, with token counts drawn from a geometric
-distribution around the window's means (the aggregate keeps only means).
+skipped), the optional `priority` column each request's priority level (1 = highest; read
+only under a serving policy, simulate/serving.py). Aggregate traces
+(`window_start_s,total_rps,...,mean_input_tokens,mean_output_tokens`, as in `servegen_*`)
+are replayed as seeded Poisson arrivals at `total_rps * rate_scale` inside each window,
+with token counts drawn from a geometric distribution around the window's means (the
+aggregate keeps only means).
 
 `load` builds the requests in memory (a `Trace`); `stream` gives the same requests as
 chunks of at most `CHUNK_S` seconds (a `TraceStream`), so an aggregate of any length at
@@ -23,13 +25,14 @@ import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, TypedDict, Unpack
 
 import numpy as np
 from numpy.typing import NDArray
 
 PER_REQUEST_COLUMNS = ("t_s", "input_tokens", "output_tokens")
 CACHED_COLUMN = "cached_tokens"
+PRIORITY_COLUMN = "priority"  # optional: the request's priority level, 1 = highest
 AGGREGATE_COLUMNS = ("window_start_s", "total_rps", "mean_input_tokens", "mean_output_tokens")
 CHUNK_S = 60.0  # a stream's chunk: at most this many seconds of arrivals
 
@@ -52,6 +55,7 @@ class Chunk(NamedTuple):
     input_tokens: NDArray[np.int64]
     output_tokens: NDArray[np.int64]
     cached_tokens: NDArray[np.int64]
+    priority: NDArray[np.int64] | None = None  # priority level, 1 = highest (None: no column)
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,8 @@ class Trace:
     # Prompt tokens served from a prefix cache (None: the trace has no such column).
     cached_tokens: NDArray[np.int64] | None = None
     gaps: tuple[Gap, ...] = ()
+    # Priority level per request, 1 = highest (None: the trace has no such column).
+    priority: NDArray[np.int64] | None = None
 
     @property
     def requests(self) -> int:
@@ -77,7 +83,7 @@ class Trace:
             if self.cached_tokens is not None
             else np.zeros(self.requests, dtype=np.int64)
         )
-        yield Chunk(self.arrival_s, self.input_tokens, self.output_tokens, cached)
+        yield Chunk(self.arrival_s, self.input_tokens, self.output_tokens, cached, self.priority)
 
 
 @dataclass(frozen=True)
@@ -130,16 +136,26 @@ def _open_text(path: Path) -> io.TextIOBase:
     return io.StringIO(raw.decode("utf-8", errors="replace"))
 
 
-def load(
-    path: str | Path,
-    *,
-    seed: int = 0,
-    start_s: float = 0.0,
-    duration_s: float | None = None,
-    rate_scale: float = 1.0,
-) -> Trace:
-    """Load either trace format, keep the slice [start_s, start_s + duration_s)."""
-    src = stream(path, seed=seed, start_s=start_s, duration_s=duration_s, rate_scale=rate_scale)
+class _Part(NamedTuple):
+    seed: int
+    start_s: float
+    duration_s: float | None
+    rate_scale: float
+
+
+class Slice(TypedDict, total=False):
+    """Which part of a trace to replay, and how: `stream`'s keyword arguments."""
+
+    seed: int
+    start_s: float
+    duration_s: float | None
+    rate_scale: float
+
+
+def load(path: str | Path, **part: Unpack[Slice]) -> Trace:
+    """Load either trace format, keep the slice [start_s, start_s + duration_s): `stream`,
+    materialised."""
+    src = stream(path, **part)
     return src if isinstance(src, Trace) else src.materialise()
 
 
@@ -155,6 +171,7 @@ def stream(
     drawn chunk by chunk while it replays. Per-request files are read whole (their size is
     the file's)."""
     p = Path(path)
+    part = _Part(seed=seed, start_s=start_s, duration_s=duration_s, rate_scale=rate_scale)
     if rate_scale <= 0:
         raise TraceError(f"--rate-scale must be > 0, got {rate_scale}")
     text = _open_text(p)
@@ -162,17 +179,14 @@ def stream(
     header = [h.strip() for h in next(reader, [])]
     rows = [r for r in reader if r]
     if all(c in header for c in PER_REQUEST_COLUMNS):
-        cols = list(PER_REQUEST_COLUMNS) + ([CACHED_COLUMN] if CACHED_COLUMN in header else [])
+        optional = [c for c in (CACHED_COLUMN, PRIORITY_COLUMN) if c in header]
+        cols = list(PER_REQUEST_COLUMNS) + optional
         data = _numeric(rows, [header.index(c) for c in cols], p)
-        return _per_request(
-            p.name, data, seed=seed, start_s=start_s, duration_s=duration_s, rate_scale=rate_scale
-        )
+        return _per_request(p.name, data, part, optional=tuple(optional))
     if all(c in header for c in AGGREGATE_COLUMNS):
         idx = [header.index(c) for c in AGGREGATE_COLUMNS]
         data = _numeric(rows, idx, p)
-        return _aggregate(
-            p.name, data, seed=seed, start_s=start_s, duration_s=duration_s, rate_scale=rate_scale
-        )
+        return _aggregate(p.name, data, part)
     raise TraceError(
         f"trace {p} has columns {header!r}; expected per-request columns "
         f"{','.join(PER_REQUEST_COLUMNS)} or aggregate columns {','.join(AGGREGATE_COLUMNS)}"
@@ -212,22 +226,20 @@ def _slice_bounds(
 def _per_request(
     name: str,
     data: NDArray[np.float64],
+    part: _Part,
     *,
-    seed: int,
-    start_s: float,
-    duration_s: float | None,
-    rate_scale: float,
+    optional: tuple[str, ...] = (),
 ) -> Trace:
     order = np.argsort(data[:, 0], kind="stable")
     data = data[order]
     t = data[:, 0]
-    lo, hi = _slice_bounds(float(t[0]), float(t[-1]) + 1e-9, start_s, duration_s, name)
+    lo, hi = _slice_bounds(float(t[0]), float(t[-1]) + 1e-9, part.start_s, part.duration_s, name)
     data = data[(t >= lo) & (t < hi)]
-    if rate_scale != 1.0:
+    if part.rate_scale != 1.0:
         # Thin (scale < 1) or superpose seeded copies (scale > 1) of the trace: each copy
         # keeps the trace's burst structure, shifted by a small random offset.
-        rng = np.random.default_rng(seed)
-        whole, frac = int(rate_scale), rate_scale - int(rate_scale)
+        rng = np.random.default_rng(part.seed)
+        whole, frac = int(part.rate_scale), part.rate_scale - int(part.rate_scale)
         parts = []
         for k in range(whole):
             shift = 0.0 if k == 0 else rng.uniform(0.0, 5.0)
@@ -240,10 +252,16 @@ def _per_request(
         data = data[np.argsort(data[:, 0], kind="stable")]
     arrival = data[:, 0] - lo
     inputs = np.maximum(1, data[:, 1]).astype(np.int64)
-    cached = None
-    if data.shape[1] > 3:
+    column = {c: data[:, len(PER_REQUEST_COLUMNS) + k] for k, c in enumerate(optional)}
+    cached = priority = None
+    if CACHED_COLUMN in column:
         # A prefix-cache hit covers at most the prompt minus the one token that is computed.
-        cached = np.minimum(data[:, 3].astype(np.int64), inputs - 1)
+        cached = np.minimum(column[CACHED_COLUMN].astype(np.int64), inputs - 1)
+    if PRIORITY_COLUMN in column:
+        levels = column[PRIORITY_COLUMN]
+        if levels.size and (np.any(levels != np.round(levels)) or levels.min() < 1):
+            raise TraceError(f"trace {name}: priority levels must be whole numbers >= 1")
+        priority = levels.astype(np.int64)
     return Trace(
         name=name,
         arrival_s=arrival.astype(np.float64),
@@ -251,22 +269,21 @@ def _per_request(
         output_tokens=np.maximum(1, data[:, 2]).astype(np.int64),
         duration_s=float(hi - lo),
         cached_tokens=cached,
+        priority=priority,
     )
 
 
 def _aggregate(
     name: str,
     data: NDArray[np.float64],
-    *,
-    seed: int,
-    start_s: float,
-    duration_s: float | None,
-    rate_scale: float,
+    part: _Part,
 ) -> TraceStream:
     data = data[np.argsort(data[:, 0], kind="stable")]
     starts = data[:, 0]
     width = float(np.median(np.diff(starts))) if starts.size > 1 else 600.0
-    lo, hi = _slice_bounds(float(starts[0]), float(starts[-1]) + width, start_s, duration_s, name)
+    lo, hi = _slice_bounds(
+        float(starts[0]), float(starts[-1]) + width, part.start_s, part.duration_s, name
+    )
     pieces: list[tuple[float, float, float, float, float]] = []  # a, b, rps, mean in, out
     gaps: list[Gap] = []
     has_traffic = bool(np.any(data[:, 1] > 0))
@@ -289,11 +306,11 @@ def _aggregate(
             continue
         if rps <= 0 and has_traffic:
             gap(a, b)
-        pieces.append((a, b, rps * rate_scale, mean_in, mean_out))
+        pieces.append((a, b, rps * part.rate_scale, mean_in, mean_out))
     expected = sum((b - a) * r for a, b, r, _, _ in pieces)
 
     def chunks() -> Iterator[Chunk]:
-        rng = np.random.default_rng(seed)
+        rng = np.random.default_rng(part.seed)
         for a, b, rate, mean_in, mean_out in pieces:
             edges = np.append(np.arange(a, b, CHUNK_S), b)
             for c0, c1 in itertools.pairwise(edges):

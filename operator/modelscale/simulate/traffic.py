@@ -21,6 +21,7 @@ from modelscale.simulate.state import EngineState
 
 ADMIT_SCAN = 32  # queued requests per pod considered for admission in one tick
 _KEY_POD = 1 << 34  # sort key of a queued request: pod * _KEY_POD + request id
+_KEY_PRIO = 1 << 30  # ... + class * _KEY_PRIO under an ordered serving policy (ids < 2^30)
 
 
 class Engine(EngineState):
@@ -43,14 +44,59 @@ class Engine(EngineState):
             pos = least_loaded(load, k)
         pods = serving[pos]
         incoming.pod = pods
+        if self.queue_limit is not None:
+            incoming = self._over_limit(incoming)
+            pods = incoming.pod
         self.waiting += np.bincount(pods, minlength=self.waiting.size)
         self._enqueue(incoming)
         self.admit_due = True
+
+    def _over_limit(self, incoming: Pool) -> Pool:
+        """Shed the arrivals that find `max_queue` requests of their class already waiting
+        in their pod; returns the rest."""
+        assert self.queue_limit is not None
+        n_cls = self.queue_limit.size
+        q = self.queued
+        have = np.bincount(q.pod * n_cls + q.prio, minlength=self.n_ids * n_cls)
+        group = incoming.pod * n_cls + incoming.prio
+        order = np.argsort(group, kind="stable")  # arrival order within (pod, class)
+        sorted_group = group[order]
+        rank = np.empty(group.size, dtype=np.int64)
+        rank[order] = np.arange(group.size) - segment_starts(sorted_group)
+        full = have[group] + rank >= self.queue_limit[incoming.prio]
+        if not full.any():
+            return incoming
+        self.shed(incoming.take(np.flatnonzero(full)), self.tick * self.dt, timeout=False)
+        return incoming.take(np.flatnonzero(~full))
+
+    def _expire(self, now: float) -> None:
+        """Shed the requests that have waited their class's timeout without admission,
+        from the pods' queues and the gateway."""
+        assert self.queue_timeout is not None
+        q = self.queued
+        if q.size:
+            late = now - q.arr >= self.queue_timeout[q.prio]
+            if late.any():
+                gone = np.flatnonzero(late)
+                out = q.take(gone)
+                self.waiting -= np.bincount(out.pod, minlength=self.waiting.size)
+                keep = np.flatnonzero(~late)
+                self.queued, self.qkey = q.take(keep), self.qkey[keep]
+                self.shed(out, now, timeout=True)
+                self.admit_due = True
+        g = self.gateway
+        if g.size:
+            late = now - g.arr >= self.queue_timeout[g.prio]
+            if late.any():
+                self.shed(g.take(np.flatnonzero(late)), now, timeout=True)
+                self.gateway = g.take(np.flatnonzero(~late))
 
     def _enqueue(self, incoming: Pool) -> None:
         """Insert into the pods' queues, kept as one pool sorted by (pod, request id): each
         pod's queue is a FIFO run, and a long backlog is never re-sorted."""
         key = incoming.pod * _KEY_POD + incoming.id
+        if self.serving is not None and self.serving.ordered:
+            key = key + incoming.prio * _KEY_PRIO  # class first, then arrival, per pod
         if key.size > 1 and np.any(key[1:] < key[:-1]):
             order = np.argsort(key, kind="stable")
             incoming, key = incoming.take(order), key[order]
@@ -170,7 +216,9 @@ class Engine(EngineState):
         t0 = self.tick * self.dt
         t1 = t0 + self.dt
         p = self.p
-        serving = self.serving(t0, gate)
+        serving = self.serving_ids(t0, gate)
+        if self.queue_timeout is not None:
+            self._expire(t0)
         incoming = self.feed.take(t1)
         if incoming.id.size:
             add_counts(self.arrived, incoming.win)
@@ -180,7 +228,7 @@ class Engine(EngineState):
                 bad = incoming.take(np.flatnonzero(too_long))
                 inf = np.full(bad.id.size, np.inf)
                 self.rejected += int(bad.id.size)
-                self._finish(bad.win, inf, inf, bad.inp, bad.id)
+                self._finish(bad, inf, inf)
                 incoming = incoming.take(np.flatnonzero(~too_long))
         if self.gateway.id.size and serving.size:
             incoming = self.gateway.cat(incoming)
@@ -220,7 +268,7 @@ class Engine(EngineState):
                 per_token = (fin - ftt[di]) / np.maximum(outs - 1, 1)
                 tpot = np.where(outs > 1, per_token, 0.0)
                 self.ev_tpot.append((float(fin.max()), fin, tpot))
-                self._finish(a.win[di], ftt[di] - a.arr[di], tpot, a.inp[di], a.id[di])
+                self._finish(a.take(di), ftt[di] - a.arr[di], tpot)
                 dp = rids[di]
                 self.running[:m] -= np.bincount(dp, minlength=m)
                 self.reserved[:m] -= np.bincount(dp, weights=a.reserve[di], minlength=m)
@@ -257,10 +305,10 @@ class Engine(EngineState):
         for pool in (self.gateway, self.queued, live):
             if pool.id.size:
                 inf = np.full(pool.id.size, np.inf)
-                self._finish(pool.win, inf, inf, pool.inp, pool.id)
+                self._finish(pool, inf, inf)
         while not self.feed.done:
             rest = self.feed.take(math.inf)
             add_counts(self.arrived, rest.win)
             add_counts(self.outstanding, rest.win)
             inf = np.full(rest.id.size, np.inf)
-            self._finish(rest.win, inf, inf, rest.inp, rest.id)
+            self._finish(rest, inf, inf)
