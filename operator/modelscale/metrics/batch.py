@@ -9,6 +9,8 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import requests
+
 from modelscale.api.v1alpha1 import ModelDeployment
 from modelscale.metrics import groups, prometheus, promql
 from modelscale.resources import names
@@ -53,6 +55,7 @@ def fetch(
     namespaces: Sequence[str],
     now: float,
     strict: bool = False,
+    session: requests.Session | None = None,
 ) -> Fetched:
     """Signals per ModelDeployment of every group; a group whose Prometheus fails is
     simply absent (the policy then holds), unless `strict`, which raises PrometheusError."""
@@ -68,6 +71,7 @@ def fetch(
                 timeout=group.timeout_seconds,
                 time=now,
                 overrides=group.overrides,
+                session=session,
             )
         except prometheus.PrometheusError as err:
             out.errors += 1
@@ -97,6 +101,7 @@ def fetch(
                 pods=group.owners,
                 timeout=group.timeout_seconds,
                 time=now,
+                session=session,
             )
         except prometheus.PrometheusError as err:
             out.errors += 1
@@ -108,7 +113,12 @@ def fetch(
 
 
 def history(
-    mds: Sequence[ModelDeployment], *, default_url: str, namespaces: Sequence[str], now: float
+    mds: Sequence[ModelDeployment],
+    *,
+    default_url: str,
+    namespaces: Sequence[str],
+    now: float,
+    session: requests.Session | None = None,
 ) -> History:
     """Token-rate history per ModelDeployment over its `forecast.lookbackSeconds`, to
     bootstrap the forecaster of a new ModelDeployment (or one whose status was lost).
@@ -132,6 +142,7 @@ def history(
                 end=now,
                 step=HISTORY_STEP_SECONDS,
                 timeout=max(md.spec.scaling.prometheus.timeout_seconds for md in members),
+                session=session,
             )
         except prometheus.PrometheusError as err:
             out.errors += 1

@@ -44,12 +44,15 @@ class FetchResult:
     queries: int
 
 
-def connect(*, url: str, timeout: float) -> PrometheusConnect:
+def connect(
+    *, url: str, timeout: float, session: requests.Session | None = None
+) -> PrometheusConnect:
     # No client-side retries: the loop runs again in 15 s, and a retrying client would
     # stretch one cycle past the next when Prometheus is down. The HTTP timeout is a
     # second longer than the query's, so Prometheus's own "query timed out" arrives first.
+    # `session` (metrics.http) carries the allow-list, credentials and CA.
     return PrometheusConnect(
-        url=url, timeout=timeout + 1.0, retry=Retry(total=0), disable_ssl=False
+        url=url, timeout=timeout + 1.0, retry=Retry(total=0), disable_ssl=False, session=session
     )
 
 
@@ -82,6 +85,7 @@ def fetch_signals(
     time: float | None = None,
     overrides: Mapping[Key, Mapping[str, str]] | None = None,
     prom: PrometheusConnect | None = None,
+    session: requests.Session | None = None,
 ) -> FetchResult:
     """Signals for every ModelDeployment in `pods` (and in `overrides`).
 
@@ -93,7 +97,7 @@ def fetch_signals(
     (signal -> PromQL, per ModelDeployment) cost one query each. The sample time of an
     overridden token rate is the evaluation time when the override returned data
     (Prometheus itself drops series older than its 5-minute lookback)."""
-    prom = prom or connect(url=url, timeout=timeout)
+    prom = prom or connect(url=url, timeout=timeout, session=session)
     overrides = overrides or {}
     issued = 0
     values: dict[str, dict[Key, float]] = {}
@@ -184,6 +188,7 @@ def fetch_history(
     step: float,
     timeout: float,
     prom: PrometheusConnect | None = None,
+    session: requests.Session | None = None,
 ) -> dict[Key, list[tuple[float, float]]]:
     """A batched SUM query (e.g. the token-rate preset) over [start, end], summed per
     ModelDeployment per step: history to bootstrap the forecaster after a restart or for
@@ -191,7 +196,7 @@ def fetch_history(
     owner is found by name (`promql.owner_by_deployment`)."""
     if query.kind != promql.Kind.SUM:
         raise ValueError("history needs a SUM query (token or request rate)")
-    prom = prom or connect(url=url, timeout=timeout)
+    prom = prom or connect(url=url, timeout=timeout, session=session)
     try:
         result = prom.custom_query_range(
             query.expr,
