@@ -101,7 +101,13 @@ def container_security_context(md: ModelDeployment) -> dict[str, Any]:
     """The Triton container's `securityContext`: the defaults, then the override's keys
     (a key replaces ours whole: `capabilities` given by the user replaces `drop: [ALL]`)."""
     override = md.spec.server.pod_template or v1alpha1.PodTemplateOverride()
-    return {**_copy(CONTAINER_DEFAULTS), **_copy(override.container_security_context or {})}
+    given = _copy(override.container_security_context or {})
+    ours = _copy(CONTAINER_DEFAULTS)
+    if given.get("privileged") or "SYS_ADMIN" in (given.get("capabilities") or {}).get("add", ()):
+        # The apiserver refuses `allowPrivilegeEscalation: false` next to either (an
+        # allowed privileged pod would never be created).
+        del ours["allowPrivilegeEscalation"]
+    return {**ours, **given}
 
 
 def violations(md: ModelDeployment) -> list[Violation]:

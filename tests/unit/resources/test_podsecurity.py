@@ -62,64 +62,66 @@ C = "containerSecurityContext"
 P = "securityContext"
 
 
-@pytest.mark.parametrize(
-    ("override", "field"),
-    [
-        pytest.param({C: {"privileged": True}}, f"{C}.privileged", id="privileged"),
-        pytest.param(
-            {C: {"allowPrivilegeEscalation": True}},
-            f"{C}.allowPrivilegeEscalation",
-            id="escalation",
-        ),
-        pytest.param(
-            {C: {"capabilities": {"drop": ["ALL"], "add": ["SYS_ADMIN"]}}},
-            f"{C}.capabilities.add",
-            id="cap-add",
-        ),
-        pytest.param(
-            {C: {"capabilities": {"drop": ["NET_RAW"]}}},
-            f"{C}.capabilities.drop",
-            id="cap-not-dropped",
-        ),
-        pytest.param({C: {"runAsUser": 0}}, f"{C}.runAsUser", id="container-root"),
-        pytest.param({P: {"runAsUser": 0}}, f"{P}.runAsUser", id="pod-root"),
-        pytest.param({P: {"runAsNonRoot": False}}, f"{P}.runAsNonRoot", id="run-as-root-allowed"),
-        pytest.param(
-            {P: {"seccompProfile": {"type": "Unconfined"}}},
-            f"{P}.seccompProfile.type",
-            id="seccomp-unconfined",
-        ),
-        pytest.param(
-            {C: {"appArmorProfile": {"type": "Unconfined"}}},
-            f"{C}.appArmorProfile.type",
-            id="apparmor-unconfined",
-        ),
-        pytest.param({C: {"procMount": "Unmasked"}}, f"{C}.procMount", id="proc-unmasked"),
-        pytest.param(
-            {P: {"sysctls": [{"name": "kernel.msgmax", "value": "1"}]}},
-            f"{P}.sysctls[0]",
-            id="unsafe-sysctl",
-        ),
-        pytest.param(
-            {C: {"windowsOptions": {"hostProcess": True}}},
-            f"{C}.windowsOptions.hostProcess",
-            id="host-process",
-        ),
-        pytest.param(
-            {P: {"seLinuxOptions": {"type": "spc_t"}}}, f"{P}.seLinuxOptions.type", id="selinux-spc"
-        ),
-        pytest.param(
-            {"volumes": [{"name": "h", "hostPath": {"path": "/"}}]},
-            "volumes[0].hostPath",
-            id="hostpath",
-        ),
-        pytest.param(
-            {"volumes": [{"name": "n", "nfs": {"server": "x", "path": "/"}}]},
-            "volumes[0].nfs",
-            id="nfs",
-        ),
-    ],
-)
+# Also run against the real apiserver's Pod Security admission
+# (tests/integration/test_pod_security_apiserver.py): both must agree.
+REFUSED = [
+    pytest.param({C: {"privileged": True}}, f"{C}.privileged", id="privileged"),
+    pytest.param(
+        {C: {"allowPrivilegeEscalation": True}},
+        f"{C}.allowPrivilegeEscalation",
+        id="escalation",
+    ),
+    pytest.param(
+        {C: {"capabilities": {"drop": ["ALL"], "add": ["SYS_ADMIN"]}}},
+        f"{C}.capabilities.add",
+        id="cap-add",
+    ),
+    pytest.param(
+        {C: {"capabilities": {"drop": ["NET_RAW"]}}},
+        f"{C}.capabilities.drop",
+        id="cap-not-dropped",
+    ),
+    pytest.param({C: {"runAsUser": 0}}, f"{C}.runAsUser", id="container-root"),
+    pytest.param({P: {"runAsUser": 0}}, f"{P}.runAsUser", id="pod-root"),
+    pytest.param({P: {"runAsNonRoot": False}}, f"{P}.runAsNonRoot", id="run-as-root-allowed"),
+    pytest.param(
+        {P: {"seccompProfile": {"type": "Unconfined"}}},
+        f"{P}.seccompProfile.type",
+        id="seccomp-unconfined",
+    ),
+    pytest.param(
+        {C: {"appArmorProfile": {"type": "Unconfined"}}},
+        f"{C}.appArmorProfile.type",
+        id="apparmor-unconfined",
+    ),
+    pytest.param({C: {"procMount": "Unmasked"}}, f"{C}.procMount", id="proc-unmasked"),
+    pytest.param(
+        {P: {"sysctls": [{"name": "kernel.msgmax", "value": "1"}]}},
+        f"{P}.sysctls[0]",
+        id="unsafe-sysctl",
+    ),
+    pytest.param(
+        {C: {"windowsOptions": {"hostProcess": True}}},
+        f"{C}.windowsOptions.hostProcess",
+        id="host-process",
+    ),
+    pytest.param(
+        {P: {"seLinuxOptions": {"type": "spc_t"}}}, f"{P}.seLinuxOptions.type", id="selinux-spc"
+    ),
+    pytest.param(
+        {"volumes": [{"name": "h", "hostPath": {"path": "/"}}]},
+        "volumes[0].hostPath",
+        id="hostpath",
+    ),
+    pytest.param(
+        {"volumes": [{"name": "n", "nfs": {"server": "x", "path": "/"}}]},
+        "volumes[0].nfs",
+        id="nfs",
+    ),
+]
+
+
+@pytest.mark.parametrize(("override", "field"), REFUSED)
 def test_what_restricted_forbids_is_refused_naming_the_field(
     override: dict[str, Any], field: str
 ) -> None:
@@ -131,35 +133,35 @@ def test_what_restricted_forbids_is_refused_naming_the_field(
     assert podsecurity.refusal(md(override), allow_privileged=True) is None
 
 
-@pytest.mark.parametrize(
-    "override",
-    [
-        pytest.param(
-            {"volumes": [{"name": "m", "persistentVolumeClaim": {"claimName": "models"}}]}, id="pvc"
-        ),
-        pytest.param(
-            {
-                "volumes": [
-                    {"name": "c", "configMap": {"name": "cfg"}},
-                    {"name": "e", "emptyDir": {}},
-                ]
-            },
-            id="configmap-emptydir",
-        ),
-        pytest.param(
-            {C: {"capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]}}},
-            id="net-bind-service",
-        ),
-        pytest.param(
-            {P: {"seccompProfile": {"type": "Localhost", "localhostProfile": "triton.json"}}},
-            id="seccomp-localhost",
-        ),
-        pytest.param(
-            {P: {"sysctls": [{"name": "net.ipv4.tcp_keepalive_time", "value": "60"}]}},
-            id="safe-sysctl",
-        ),
-    ],
-)
+ALLOWED = [
+    pytest.param(
+        {"volumes": [{"name": "m", "persistentVolumeClaim": {"claimName": "models"}}]}, id="pvc"
+    ),
+    pytest.param(
+        {
+            "volumes": [
+                {"name": "c", "configMap": {"name": "cfg"}},
+                {"name": "e", "emptyDir": {}},
+            ]
+        },
+        id="configmap-emptydir",
+    ),
+    pytest.param(
+        {C: {"capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]}}},
+        id="net-bind-service",
+    ),
+    pytest.param(
+        {P: {"seccompProfile": {"type": "Localhost", "localhostProfile": "triton.json"}}},
+        id="seccomp-localhost",
+    ),
+    pytest.param(
+        {P: {"sysctls": [{"name": "net.ipv4.tcp_keepalive_time", "value": "60"}]}},
+        id="safe-sysctl",
+    ),
+]
+
+
+@pytest.mark.parametrize("override", ALLOWED)
 def test_what_restricted_allows_passes(override: dict[str, Any]) -> None:
     assert podsecurity.refusal(md(override), allow_privileged=False) is None
 
@@ -168,3 +170,19 @@ def test_what_restricted_allows_passes(override: dict[str, Any]) -> None:
 def test_host_namespaces_have_no_field_in_the_override(key: str) -> None:
     with pytest.raises(ValueError, match=key):
         md({key: True})
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        pytest.param({"privileged": True}, id="privileged"),
+        pytest.param({"capabilities": {"add": ["SYS_ADMIN"]}}, id="sys-admin"),
+    ],
+)
+def test_an_allowed_privileged_container_is_not_contradicted_by_our_defaults(
+    given: dict[str, Any],
+) -> None:
+    # The apiserver refuses allowPrivilegeEscalation=false next to privileged or SYS_ADMIN.
+    ctx = podsecurity.container_security_context(md({C: given}))
+    assert "allowPrivilegeEscalation" not in ctx
+    assert ctx.items() >= given.items()
