@@ -28,7 +28,7 @@ from modelscale.control.decide import Decision, decide
 from modelscale.kube import apply as kube_apply
 from modelscale.kube import events, reads
 from modelscale.kube import status as kube_status
-from modelscale.metrics import batch, groups, http
+from modelscale.metrics import batch, groups, transport
 from modelscale.metrics.promql import Signals
 from modelscale.podfacts import PodFacts
 from modelscale.resources import deployment, names
@@ -126,7 +126,7 @@ def run_pass(api: client.ApiClient, *, config: OperatorConfig, now: float) -> li
     replicas_now = reads.list_running(api, namespaces=namespaces)
     members = [md for md, _ in mds.values()]
     # One session per pass: rotated credential files are read again.
-    with http.session(config.prometheus_access) as session:
+    with transport.session(config.prometheus_access) as session:
         sigs = batch.fetch(
             groups.plan(members, pods_by_md=pods_by_md, default_url=config.prometheus_url),
             namespaces=namespaces,

@@ -1,6 +1,6 @@
 """How the operator may reach Prometheus: which URLs a ModelDeployment may name, and the
 credentials (bearer token, basic auth, client certificate, CA) the operator presents.
-Pure: the settings and the checks; `metrics.http` turns them into a `requests.Session`.
+Pure: the settings and the checks; `metrics.transport` turns them into a `requests.Session`.
 
 SSRF: `spec.scaling.prometheus.url` is chosen by whoever may create a ModelDeployment, and
 the operator would send requests from inside the cluster (and with its credentials) to it.

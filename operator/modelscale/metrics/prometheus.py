@@ -50,7 +50,7 @@ def connect(
     # No client-side retries: the loop runs again in 15 s, and a retrying client would
     # stretch one cycle past the next when Prometheus is down. The HTTP timeout is a
     # second longer than the query's, so Prometheus's own "query timed out" arrives first.
-    # `session` (metrics.http) carries the allow-list, credentials and CA.
+    # `session` (metrics.transport) carries the allow-list, credentials and CA.
     return PrometheusConnect(
         url=url, timeout=timeout + 1.0, retry=Retry(total=0), disable_ssl=False, session=session
     )
