@@ -282,7 +282,7 @@ def test_watched_namespaces_decide_where_the_operator_role_is_bound(
     assert [
         b["metadata"]["namespace"] for b in find(docs, "RoleBinding")
     ] == role_binding_namespaces
-    # CRD discovery and namespaces stay readable cluster-wide in both modes (kopf needs them).
+    # CRDs stay listable cluster-wide in both modes (kopf watches them).
     assert any(b["roleRef"]["name"] == "modelscale-cluster" for b in bindings)
     # Namespaced: a Role per namespace with the same rules, nothing namespaced cluster-wide.
     roles = find(docs, "Role")
