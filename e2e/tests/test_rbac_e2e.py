@@ -1,4 +1,6 @@
-"""The operator's RBAC equals what it uses. The chart is installed with helm and the
+"""Security on the real cluster, with the operator installed by helm: a spec asking for a
+hostPath volume is refused with a message, plain env values stay out of status, and the
+operator's RBAC equals what it uses. The chart is installed with helm and the
 operator runs as its ServiceAccount (a real process with that token); the apiserver
 audits every request of that ServiceAccount (e2e/harness: Metadata level). A
 ModelDeployment is served end to end (children applied, pods warmed, status written,
@@ -16,6 +18,7 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -79,15 +82,28 @@ def used_by(events: list[dict[str, Any]]) -> set[Grant]:
     return out
 
 
+@dataclass(frozen=True)
+class Run:
+    audited: list[dict[str, Any]]
+    """The operator's requests."""
+    served: dict[str, Any]
+    """The served ModelDeployment as it stood once Ready."""
+    refused: dict[str, Any]
+    """A ModelDeployment asking for a hostPath volume, once the operator reported it."""
+    refused_children: list[str]
+
+
+SECRET_VALUE = "hunter2-plain-env-value"
+
+
 @pytest.fixture(scope="module")
-def exercised(operator: str, kubectl: Kubectl) -> Iterator[list[dict[str, Any]]]:
-    """Serve one toy ModelDeployment to Ready, then delete it; the operator's requests."""
+def run(operator: str, kubectl: Kubectl) -> Iterator[Run]:
+    """Serve one toy ModelDeployment to Ready and have one refused, then delete both."""
     ns = f"rbac-{uuid.uuid4().hex[:6]}"
     kubectl.run("create", "namespace", ns)
-    name = "toy"
     spec = {
         "model": toy_model("vllm"),
-        "server": toy_server({"TOY_LLM_LOAD_DELAY_S": "0.5"}),
+        "server": toy_server({"TOY_LLM_LOAD_DELAY_S": "0.5", "SOME_TOKEN": SECRET_VALUE}),
         "warmUp": {
             "count": 4,
             "concurrency": 2,
@@ -96,27 +112,58 @@ def exercised(operator: str, kubectl: Kubectl) -> Iterator[list[dict[str, Any]]]
         "minReplicas": 1,
         "maxReplicas": 1,
     }
+    hostpath = {"volumes": [{"name": "host", "hostPath": {"path": "/"}}]}
+    bad = {**spec, "server": {**spec["server"], "podTemplate": hostpath}}
     try:
-        kubectl.apply(modeldeployment_body(name, ns, spec))
-        wait_until(
+        kubectl.apply(modeldeployment_body("toy", ns, spec))
+        kubectl.apply(modeldeployment_body("bad", ns, bad))
+        served = wait_until(
             lambda: (
-                (kubectl.json("-n", ns, "get", "mdep", name).get("status") or {}).get(
-                    "readyReplicas"
-                )
-                == 1
+                (md := kubectl.json("-n", ns, "get", "mdep", "toy"))
+                and (md.get("status") or {}).get("readyReplicas") == 1
+                and md
             ),
             timeout=240,
-            what=f"ModelDeployment {ns}/{name} with 1 warmed, ready replica",
+            what=f"ModelDeployment {ns}/toy with 1 warmed, ready replica",
         )
+        refused = wait_until(
+            lambda: (
+                (md := kubectl.json("-n", ns, "get", "mdep", "bad"))
+                and any(
+                    c["type"] == "Degraded" and c["reason"] == "InvalidSpec"
+                    for c in (md.get("status") or {}).get("conditions") or []
+                )
+                and md
+            ),
+            timeout=60,
+            what=f"ModelDeployment {ns}/bad Degraded with reason InvalidSpec",
+        )
+        children = kubectl.run(
+            "-n", ns, "get", "deploy,svc,pdb", "-l", "modelscale.dev/modeldeployment=bad",
+            "-o", "name",
+        ).stdout.split()  # fmt: skip
         time.sleep(12)  # at least one scaling pass over the served ModelDeployment
-        kubectl.run("-n", ns, "delete", "mdep", name, "--wait=true", "--timeout=120s")
+        kubectl.run("-n", ns, "delete", "mdep", "toy", "bad", "--wait=true", "--timeout=120s")
         time.sleep(2)  # the audit backend writes in batches
-        yield audited()
+        yield Run(audited(), served, refused, children)
     finally:
         kubectl.run("delete", "namespace", ns, "--wait=false", check=False)
 
 
-def test_no_request_of_the_operator_is_refused(exercised: list[dict[str, Any]]) -> None:
+def test_a_hostpath_volume_is_refused_with_a_message_and_nothing_applied(run: Run) -> None:
+    (degraded,) = [c for c in run.refused["status"]["conditions"] if c["type"] == "Degraded"]
+    assert "spec.server.podTemplate.volumes[0].hostPath" in degraded["message"]
+    assert "podSecurity.allowPrivileged=true" in degraded["message"]
+    assert run.refused_children == []
+
+
+def test_plain_env_values_are_not_copied_into_status(run: Run) -> None:
+    assert run.served["status"]["kopf"]["lastHandledConfiguration"]  # kopf keeps it there
+    assert SECRET_VALUE not in json.dumps(run.served["status"])
+
+
+def test_no_request_of_the_operator_is_refused(run: Run) -> None:
+    exercised = run.audited
     assert exercised, "no audited request of the operator: is the audit policy in effect?"
     refused = [
         (e["verb"], e.get("objectRef"), e["responseStatus"].get("code"))
@@ -126,11 +173,9 @@ def test_no_request_of_the_operator_is_refused(exercised: list[dict[str, Any]]) 
     assert refused == []
 
 
-def test_the_rules_equal_what_the_operator_uses(
-    exercised: list[dict[str, Any]], kubectl: Kubectl
-) -> None:
+def test_the_rules_equal_what_the_operator_uses(run: Run, kubectl: Kubectl) -> None:
     grants = granted(kubectl)
-    used = used_by(exercised)
+    used = used_by(run.audited)
     assert used - grants == set(), "calls the chart does not grant"
     unexplained = grants - used - set(NOT_EXERCISED)
     assert unexplained == set(), "grants nothing here uses and no path needs: drop them"

@@ -125,22 +125,15 @@ def run_pass(api: client.ApiClient, *, config: OperatorConfig, now: float) -> li
     )
     replicas_now = reads.list_running(api, namespaces=namespaces)
     members = [md for md, _ in mds.values()]
+    url = config.prometheus_url
     # One session per pass: rotated credential files are read again.
     with transport.session(config.prometheus_access) as session:
-        sigs = batch.fetch(
-            groups.plan(members, pods_by_md=pods_by_md, default_url=config.prometheus_url),
-            namespaces=namespaces,
-            now=now,
-            session=session,
-        )
+        plan = groups.plan(members, pods_by_md=pods_by_md, default_url=url)
+        sigs = batch.fetch(plan, namespaces=namespaces, now=now, session=session)
         _count(sigs)
         fresh = [md for md in members if not scaling.previous_state(md).model]
         histories = batch.history(
-            fresh,
-            default_url=config.prometheus_url,
-            namespaces=namespaces,
-            now=now,
-            session=session,
+            fresh, default_url=url, namespaces=namespaces, now=now, session=session
         )
         _count(histories)
     outcomes: list[Outcome] = []

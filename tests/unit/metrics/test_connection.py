@@ -26,27 +26,23 @@ def test_allowed(url: str) -> None:
     assert connection.refusal(url, allowed=ALLOWED) is None
 
 
-@pytest.mark.parametrize(
-    ("url", "why"),
-    [
-        pytest.param("http://169.254.169.254/latest/meta-data", "not allowed", id="metadata-ip"),
-        pytest.param("http://prometheus.monitoring.svc:9091", "not allowed", id="other-port"),
-        pytest.param("https://prometheus.monitoring.svc:9090", "not allowed", id="other-scheme"),
-        pytest.param(
-            "https://mimir.example.com/prometheusx", "not allowed", id="prefix-not-segment"
-        ),
-        pytest.param("https://mimir.example.com/admin", "not allowed", id="outside-prefix"),
-        pytest.param("https://mimir.example.com/prometheus/../admin", "'..'", id="dot-dot"),
-        pytest.param(
-            "https://mimir.example.com/prometheus/%2e%2e/admin", "'..'", id="encoded-dot-dot"
-        ),
-        pytest.param("https://u:p@mimir.example.com/prometheus", "credentials", id="userinfo"),
-        pytest.param("https://mimir.example.com/prometheus?x=1", "query string", id="query"),
-        pytest.param("file:///etc/passwd", "http or https", id="file-scheme"),
-        pytest.param("http://:9090", "no host", id="no-host"),
-        pytest.param("http://prometheus.monitoring.svc:99999", "Port out of range", id="bad-port"),
-    ],
-)
+REFUSED_URLS = {
+    "metadata-ip": ("http://169.254.169.254/latest/meta-data", "not allowed"),
+    "other-port": ("http://prometheus.monitoring.svc:9091", "not allowed"),
+    "other-scheme": ("https://prometheus.monitoring.svc:9090", "not allowed"),
+    "prefix-not-segment": ("https://mimir.example.com/prometheusx", "not allowed"),
+    "outside-prefix": ("https://mimir.example.com/admin", "not allowed"),
+    "dot-dot": ("https://mimir.example.com/prometheus/../admin", "'..'"),
+    "encoded-dot-dot": ("https://mimir.example.com/prometheus/%2e%2e/admin", "'..'"),
+    "userinfo": ("https://u:p@mimir.example.com/prometheus", "credentials"),
+    "query": ("https://mimir.example.com/prometheus?x=1", "query string"),
+    "file-scheme": ("file:///etc/passwd", "http or https"),
+    "no-host": ("http://:9090", "no host"),
+    "bad-port": ("http://prometheus.monitoring.svc:99999", "Port out of range"),
+}
+
+
+@pytest.mark.parametrize(("url", "why"), REFUSED_URLS.values(), ids=REFUSED_URLS.keys())
 def test_refused_with_the_allowed_list(url: str, why: str) -> None:
     message = connection.refusal(url, allowed=ALLOWED)
     assert message is not None
