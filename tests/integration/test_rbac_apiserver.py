@@ -4,6 +4,7 @@ shows only the PATCH), while updating an existing object needs patch alone."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -70,7 +71,7 @@ def test_server_side_apply_of_a_new_object_needs_create(
     with pytest.raises(ApiException) as caught:
         kube_apply.apply(patch_only, other)
     assert caught.value.status == 403
-    assert 'cannot create resource "services"' in str(caught.value.body)
+    assert 'cannot create resource "services"' in json.loads(caught.value.body)["message"]
     # An existing object: patch suffices.
     changed = service(namespace)
     changed["metadata"]["labels"] = {"changed": "yes"}
