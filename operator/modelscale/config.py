@@ -3,9 +3,15 @@ by `modelscale run` and handed to the loops (through kopf's `memo`), never a glo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from modelscale.metrics import connection
 
 DEFAULT_PROMETHEUS_URL = "http://prometheus-operated.monitoring.svc:9090"
+
+
+def _default_access() -> connection.Access:
+    return connection.access(default_url=DEFAULT_PROMETHEUS_URL)
 
 
 @dataclass(frozen=True)
@@ -18,6 +24,10 @@ class OperatorConfig:
     """Seconds between full reconciles of every ModelDeployment."""
     namespaces: tuple[str, ...] = ()
     """Namespaces watched; empty: all of them."""
+    prometheus_access: connection.Access = field(default_factory=_default_access)
+    """Which Prometheus URLs a spec may name, and the operator's credentials."""
+    allow_privileged_pods: bool = False
+    """Let ModelDeployments run pods beyond Pod Security `restricted` (`podsecurity`)."""
 
     @property
     def namespace_list(self) -> list[str] | None:

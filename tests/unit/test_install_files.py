@@ -249,7 +249,13 @@ def rules(docs: list[dict[str, Any]], name: str) -> set[tuple[str, str, str]]:
         pytest.param("", "pods/status", "patch", True, id="warmed-up-condition"),
         pytest.param("", "pods", "delete", True, id="replace-failed-pod"),
         pytest.param("", "events", "create", True, id="core-events"),
-        pytest.param("events.k8s.io", "events", "create", True, id="events-api"),
+        pytest.param("events.k8s.io", "events", "create", False, id="events-api-unused"),
+        pytest.param("modelscale.dev", "modeldeployments", "patch", False, id="no-md-patch"),
+        pytest.param("modelscale.dev", "modeldeployments/status", "update", False, id="no-put"),
+        pytest.param(
+            "modelscale.dev", "modeldeployments/finalizers", "update", True, id="block-owner"
+        ),
+        pytest.param("", "services", "delete", False, id="children-gc-by-owner"),
         pytest.param("", "secrets", "get", False, id="no-secrets"),
         pytest.param("*", "*", "*", False, id="no-wildcards"),
     ],
@@ -276,8 +282,15 @@ def test_watched_namespaces_decide_where_the_operator_role_is_bound(
     assert [
         b["metadata"]["namespace"] for b in find(docs, "RoleBinding")
     ] == role_binding_namespaces
-    # CRD discovery and namespaces stay readable cluster-wide in both modes (kopf needs them).
+    # CRDs stay listable cluster-wide in both modes (kopf watches them).
     assert any(b["roleRef"]["name"] == "modelscale-cluster" for b in bindings)
+    # Namespaced: a Role per namespace with the same rules, nothing namespaced cluster-wide.
+    roles = find(docs, "Role")
+    assert [r["metadata"]["namespace"] for r in roles] == role_binding_namespaces
+    assert all(b["roleRef"]["kind"] == "Role" for b in find(docs, "RoleBinding"))
+    assert bool(find(docs, "ClusterRole", "modelscale")) is cluster_wide
+    if roles:
+        assert roles[0]["rules"] == find(template(), "ClusterRole", "modelscale")[0]["rules"]
 
 
 @pytest.mark.parametrize(("enabled", "count"), [(True, 1), (False, 0)], ids=["on", "off"])

@@ -13,7 +13,7 @@ from typing import Any
 from harness import topology as topo
 from harness.cluster.certs import ssl_context
 from harness.cluster.processes import start
-from harness.cluster.state import CERTS, ETCD_DATA, ClusterError, log
+from harness.cluster.state import CERTS, ETCD_DATA, LOGS, ClusterError, log
 
 
 def api_get(path: str, *, timeout: float = 5.0) -> Any:
@@ -81,7 +81,25 @@ def start_etcd() -> None:
     )
 
 
+# The operator's ServiceAccount (e2e installs the chart into this namespace): its requests
+# are audited at Metadata level, everyone else's not at all, so e2e can compare what the
+# operator does with what its RBAC grants (e2e/tests/test_rbac_e2e.py).
+OPERATOR_SA_GROUP = "system:serviceaccounts:modelscale-system"
+AUDIT_LOG = LOGS / "audit.log"
+AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [
+        {"level": "Metadata", "userGroups": [OPERATOR_SA_GROUP]},
+        {"level": "None"},
+    ],
+}
+
+
 def start_apiserver() -> None:
+    policy = CERTS / "audit-policy.json"
+    policy.write_text(json.dumps(AUDIT_POLICY))
     start(
         "kube-apiserver",
         [
@@ -110,6 +128,10 @@ def start_apiserver() -> None:
             "--allow-privileged=true",
             f"--cert-dir={CERTS}",
             "--profiling=false",
+            f"--audit-policy-file={policy}",
+            f"--audit-log-path={AUDIT_LOG}",
+            "--audit-log-maxsize=64",  # MB, then rotated
+            "--audit-log-maxbackup=2",
             "--v=1",
         ],
     )

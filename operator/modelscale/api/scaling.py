@@ -98,7 +98,10 @@ class Prometheus(_Model):
     """Where metrics come from."""
 
     url: str | None = None
-    """Prometheus base URL; overrides the operator's `--prometheus-url`."""
+    """Prometheus base URL; overrides the operator's `--prometheus-url`. Must start with one
+    of the prefixes the cluster admin allows (chart value `prometheus.allowedUrls`; default:
+    the operator's own URL only); the operator's Prometheus credentials are never sent to
+    it."""
     timeout_seconds: float = Field(default=5.0, gt=0, le=300)
     """Timeout of each Prometheus query; a query that times out counts as missing metrics."""
     queries: PromQueries = _sub(PromQueries)

@@ -234,13 +234,22 @@ class PodTemplateOverride(_Model):
     annotations: dict[str, str] = Field(default_factory=dict)
     """Extra pod annotations; the operator's own annotations win on a clash."""
     volumes: list[dict[str, Any]] = Field(default_factory=list)
-    """Extra pod volumes (Kubernetes `Volume` objects), e.g. a PVC holding the models."""
+    """Extra pod volumes (Kubernetes `Volume` objects), e.g. a PVC holding the models. Only
+    the types Pod Security `restricted` allows (configMap, csi, downwardAPI, emptyDir,
+    ephemeral, image, persistentVolumeClaim, projected, secret), unless the operator is
+    installed with `podSecurity.allowPrivileged`."""
     volume_mounts: list[dict[str, Any]] = Field(default_factory=list)
     """Extra volume mounts (Kubernetes `VolumeMount` objects) of the Triton container."""
     security_context: dict[str, Any] | None = None
-    """Pod `securityContext`."""
+    """Pod `securityContext`; its keys replace the operator's defaults (`runAsNonRoot`,
+    `runAsUser`/`runAsGroup`/`fsGroup` 1000, seccomp `RuntimeDefault`). What Pod Security
+    `restricted` forbids (root, unconfined seccomp, unsafe sysctls) is refused unless the
+    operator is installed with `podSecurity.allowPrivileged`."""
     container_security_context: dict[str, Any] | None = None
-    """Triton container `securityContext`."""
+    """Triton container `securityContext`; its keys replace the operator's defaults
+    (`allowPrivilegeEscalation: false`, `capabilities: {drop: [ALL]}`). Privileged, added
+    capabilities other than NET_BIND_SERVICE, escalation or root are refused unless the
+    operator is installed with `podSecurity.allowPrivileged`."""
     runtime_class_name: str | None = None
     """Pod `runtimeClassName`, e.g. `nvidia` where the GPU runtime is not the default."""
 

@@ -6,9 +6,11 @@ so a GitOps tool comparing what the user committed sees no drift caused by us.""
 from __future__ import annotations
 
 import argparse
+import hashlib
 import logging
 import math
 import os
+from collections.abc import Iterable
 
 import kopf
 import prometheus_client
@@ -16,6 +18,7 @@ import prometheus_client
 from modelscale.config import DEFAULT_PROMETHEUS_URL, OperatorConfig
 from modelscale.kube import client as kube_client
 from modelscale.loops.warmup import WarmupRunner
+from modelscale.metrics import connection
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -44,8 +47,42 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         default=kube_client.DEFAULT_TIMEOUT_SECONDS,
         help="seconds one Kubernetes API call may take (the operator's and kopf's own)",
     )
+    parser.add_argument(
+        "--prometheus-allowed-url",
+        action="append",
+        default=[],
+        metavar="PREFIX",
+        help="scheme://host[:port][/path] a ModelDeployment's spec.scaling.prometheus.url may "
+        "start with (repeatable; default: only --prometheus-url)",
+    )
+    parser.add_argument(
+        "--prometheus-auth-dir",
+        default=None,
+        help="directory of the mounted Secret with Prometheus credentials (files token, "
+        "username, password, ca.crt, tls.crt, tls.key; all optional)",
+    )
+    parser.add_argument(
+        "--prometheus-insecure-skip-verify",
+        action="store_true",
+        help="do not verify Prometheus's TLS certificate (tests only)",
+    )
+    parser.add_argument(
+        "--allow-privileged-pods",
+        action="store_true",
+        help="let ModelDeployments set what Pod Security `restricted` forbids (privileged, "
+        "hostPath, added capabilities, root ...)",
+    )
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
     args = parser.parse_args(argv)
+    try:
+        args.prometheus_access = connection.access(
+            default_url=args.prometheus_url,
+            allowed=args.prometheus_allowed_url,
+            credentials_dir=args.prometheus_auth_dir,
+            insecure_skip_verify=args.prometheus_insecure_skip_verify,
+        )
+    except connection.URLRefusedError as err:
+        parser.error(str(err))
     if not args.all_namespaces and not args.namespace:
         args.all_namespaces = True
     return args
@@ -61,12 +98,30 @@ def _positive(text: str) -> float:
     return value
 
 
+class RedactedDiffBaseStorage(kopf.StatusDiffBaseStorage):
+    """kopf keeps the last handled spec in status to compute diffs; env values there
+    would copy whatever a user put in `spec.server.env[].value` (a token, a password) into
+    status, which more people may read. Store a digest instead: a changed value still
+    changes the digest, so kopf still sees the update."""
+
+    def build(
+        self, *, body: kopf.Body, extra_fields: Iterable[kopf.FieldSpec] | None = None
+    ) -> kopf.BodyEssence:
+        essence = super().build(body=body, extra_fields=extra_fields)
+        server = essence.get("spec", {}).get("server", {})
+        for env in server.get("env") or ():
+            if isinstance(env, dict) and isinstance(env.get("value"), str):
+                digest = hashlib.sha256(env["value"].encode()).hexdigest()[:16]
+                env["value"] = f"sha256:{digest}"
+        return essence
+
+
 def build_settings(args: argparse.Namespace) -> kopf.OperatorSettings:
     settings = kopf.OperatorSettings()
     # Handler progress and the last-handled spec live in status: annotations on the
     # user's object would show up as drift in Argo CD / Flux.
     settings.persistence.progress_storage = kopf.StatusProgressStorage(field="status.kopf.progress")
-    settings.persistence.diffbase_storage = kopf.StatusDiffBaseStorage(
+    settings.persistence.diffbase_storage = RedactedDiffBaseStorage(
         field="status.kopf.lastHandledConfiguration"
     )
     settings.posting.level = logging.INFO
@@ -86,6 +141,8 @@ def operator_config(args: argparse.Namespace) -> OperatorConfig:
         autoscale_interval=args.autoscale_interval,
         resync_interval=args.resync_interval,
         namespaces=() if args.all_namespaces else tuple(args.namespace),
+        prometheus_access=args.prometheus_access,
+        allow_privileged_pods=args.allow_privileged_pods,
     )
 
 

@@ -19,7 +19,9 @@ from modelscale.resources import names
 
 def _reconcile(rt: runtime.Runtime, body: Mapping[str, Any]) -> None:
     try:
-        loop.reconcile(rt.api, body, now=time.time())
+        loop.reconcile(
+            rt.api, body, now=time.time(), allow_privileged=rt.config.allow_privileged_pods
+        )
     except loop.InvalidSpecError as err:
         raise kopf.PermanentError(str(err)) from err
     except loop.RetryError as err:

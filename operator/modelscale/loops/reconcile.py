@@ -24,7 +24,7 @@ from modelscale.control import replicas, status, validation
 from modelscale.kube import apply as kube_apply
 from modelscale.kube import events, reads
 from modelscale.kube import status as kube_status
-from modelscale.resources import deployment, names, pdb, service
+from modelscale.resources import deployment, names, pdb, podsecurity, service
 
 log = logging.getLogger(__name__)
 
@@ -173,9 +173,16 @@ class KeyedLocks:
 _PASSES = KeyedLocks()
 
 
-def reconcile(api: client.ApiClient, body: Mapping[str, Any], *, now: float) -> None:
+def reconcile(
+    api: client.ApiClient,
+    body: Mapping[str, Any],
+    *,
+    now: float,
+    allow_privileged: bool = False,
+) -> None:
     """Reconcile one ModelDeployment body. Raises InvalidSpecError (after reporting it in
-    status) or RetryError."""
+    status) or RetryError. A spec whose pods would break Pod Security `restricted` is
+    refused (nothing applied) unless `allow_privileged` (the operator's flag)."""
     if body.get("metadata", {}).get("deletionTimestamp"):
         # Being deleted (foreground deletion lingers): recreating children would bring GPU
         # pods back and block the deletion.
@@ -185,6 +192,10 @@ def reconcile(api: client.ApiClient, body: Mapping[str, Any], *, now: float) -> 
     except InvalidSpecError as err:
         _report_invalid(api, body, message=str(err), now=now)
         raise
+    refused = podsecurity.refusal(md, allow_privileged=allow_privileged)
+    if refused is not None:
+        _report_invalid(api, body, message=refused, now=now)
+        raise InvalidSpecError(refused)
     try:
         with _PASSES.hold((md.namespace, md.name)):
             converge(api, md, body, now=now)
@@ -200,7 +211,7 @@ def resync_all(api: client.ApiClient, *, config: OperatorConfig, now: float) -> 
     the operator is down."""
     for body in reads.list_modeldeployments(api, namespaces=config.namespaces):
         try:
-            reconcile(api, body, now=now)
+            reconcile(api, body, now=now, allow_privileged=config.allow_privileged_pods)
         except Exception as err:  # one ModelDeployment must not stop the others' resync
             log.warning(
                 "resync of %s/%s: %s",

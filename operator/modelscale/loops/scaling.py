@@ -28,7 +28,7 @@ from modelscale.control.decide import Decision, decide
 from modelscale.kube import apply as kube_apply
 from modelscale.kube import events, reads
 from modelscale.kube import status as kube_status
-from modelscale.metrics import batch, groups
+from modelscale.metrics import batch, groups, transport
 from modelscale.metrics.promql import Signals
 from modelscale.podfacts import PodFacts
 from modelscale.resources import deployment, names
@@ -146,22 +146,27 @@ def run_pass(
     )
     replicas_now = reads.list_running(api, namespaces=namespaces)
     members = [md for md, _ in mds.values()]
-    sigs = batch.fetch(
-        groups.plan(members, pods_by_md=pods_by_md, default_url=config.prometheus_url),
-        namespaces=namespaces,
-        now=now,
-        deadline=metrics_deadline,
-    )
-    _count(sigs)
-    fresh = [md for md in members if not scaling.previous_state(md).model]
-    histories = batch.history(
-        fresh,
-        default_url=config.prometheus_url,
-        namespaces=namespaces,
-        now=now,
-        deadline=metrics_deadline,
-    )
-    _count(histories)
+    url = config.prometheus_url
+    # One session per pass: rotated credential files are read again.
+    with transport.session(config.prometheus_access) as session:
+        sigs = batch.fetch(
+            groups.plan(members, pods_by_md=pods_by_md, default_url=url),
+            namespaces=namespaces,
+            now=now,
+            deadline=metrics_deadline,
+            session=session,
+        )
+        _count(sigs)
+        fresh = [md for md in members if not scaling.previous_state(md).model]
+        histories = batch.history(
+            fresh,
+            default_url=url,
+            namespaces=namespaces,
+            now=now,
+            deadline=metrics_deadline,
+            session=session,
+        )
+        _count(histories)
     for key in mds:
         telemetry.METRICS_PROBLEMS.labels(*key).set(len(sigs.signals.get(key, Signals()).problems))
         if key in sigs.late:

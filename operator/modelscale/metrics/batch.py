@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+import requests
+
 from modelscale.api.v1alpha1 import ModelDeployment
 from modelscale.metrics import groups, prometheus, promql
 from modelscale.resources import names
@@ -63,6 +65,7 @@ def fetch(
     now: float,
     strict: bool = False,
     deadline: float | None = None,
+    session: requests.Session | None = None,
 ) -> Fetched:
     """Signals per ModelDeployment of every group; a group whose Prometheus fails is
     simply absent (the policy then holds), unless `strict`, which raises PrometheusError.
@@ -76,7 +79,10 @@ def fetch(
     workers = min(MAX_PARALLEL_GROUPS, len(plan))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="prometheus") as pool:
         results = list(
-            pool.map(lambda g: _fetch_group(g, scope=scope, now=now, deadline=deadline), plan)
+            pool.map(
+                lambda g: _fetch_group(g, scope=scope, now=now, deadline=deadline, session=session),
+                plan,
+            )
         )
     for group, answer in zip(plan, results, strict=True):
         out.errors += answer.errors
@@ -109,7 +115,12 @@ class _GroupAnswer:
 
 
 def _fetch_group(
-    group: groups.Group, *, scope: list[str] | None, now: float, deadline: float | None
+    group: groups.Group,
+    *,
+    scope: list[str] | None,
+    now: float,
+    deadline: float | None,
+    session: requests.Session | None,
 ) -> _GroupAnswer:
     """One group's signals (or the error), its TPOT P99s when a member watches them, and
     the errors met."""
@@ -123,6 +134,7 @@ def _fetch_group(
             time=now,
             overrides=group.overrides,
             deadline=deadline,
+            session=session,
         )
     except prometheus.PrometheusError as err:
         return _GroupAnswer(result=err, errors=1)
@@ -142,6 +154,7 @@ def _fetch_group(
             timeout=group.timeout_seconds,
             time=now,
             deadline=deadline,
+            session=session,
         )
     except prometheus.PrometheusError as err:
         log.warning("Prometheus %s: TPOT: %s", url, err)
@@ -156,6 +169,7 @@ def history(
     namespaces: Sequence[str],
     now: float,
     deadline: float | None = None,
+    session: requests.Session | None = None,
 ) -> History:
     """Token-rate history per ModelDeployment over its `forecast.lookbackSeconds`, to
     bootstrap the forecaster of a new ModelDeployment (or one whose status was lost).
@@ -180,6 +194,7 @@ def history(
                 step=HISTORY_STEP_SECONDS,
                 timeout=max(md.spec.scaling.prometheus.timeout_seconds for md in members),
                 deadline=deadline,
+                session=session,
             )
         except prometheus.PrometheusError as err:
             out.errors += 1

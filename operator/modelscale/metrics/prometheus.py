@@ -127,6 +127,7 @@ def fetch_signals(
     overrides: Mapping[Key, Mapping[str, str]] | None = None,
     prom: PrometheusConnect | None = None,
     deadline: float | None = None,
+    session: requests.Session | None = None,
 ) -> FetchResult:
     """Signals for every ModelDeployment in `pods` (and in `overrides`).
 
@@ -142,7 +143,7 @@ def fetch_signals(
     `deadline` (time.monotonic) bounds the whole call: no query outlives it. A failing
     override or an impossible series affects its ModelDeployment alone
     (`Signals.problems`); a failing batched query raises PrometheusError."""
-    prom = prom or connect(url=url, timeout=timeout)
+    prom = prom or connect(url=url, timeout=timeout, session=session)
     overrides = overrides or {}
     issued = 0
     values: dict[str, dict[Key, float]] = {}
@@ -249,6 +250,7 @@ def fetch_history(
     timeout: float,
     prom: PrometheusConnect | None = None,
     deadline: float | None = None,
+    session: requests.Session | None = None,
 ) -> dict[Key, list[tuple[float, float]]]:
     """A batched SUM query (e.g. the token-rate preset) over [start, end], summed per
     ModelDeployment per step: history to bootstrap the forecaster after a restart or for
@@ -257,7 +259,7 @@ def fetch_history(
     if query.kind != promql.Kind.SUM:
         raise ValueError("history needs a SUM query (token or request rate)")
     timeout = _within(timeout, deadline, what="the history query")
-    prom = prom or connect(url=url, timeout=timeout)
+    prom = prom or connect(url=url, timeout=timeout, session=session)
     result = _bounded(
         prom,
         timeout=timeout,

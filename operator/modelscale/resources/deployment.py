@@ -14,6 +14,8 @@ Choices a reader might question:
 - The server loads only `model.name` (`--model-control-mode=explicit --load-model=NAME`),
   so `/v2/health/ready` means "this model is loaded". A user arg with the same flag replaces
   the operator's (e.g. `--model-control-mode=poll`).
+- Pods pass Pod Security `restricted` by default (`podsecurity`): non-root, no privilege
+  escalation, no capabilities, seccomp RuntimeDefault.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import Any
 
 from modelscale.api import v1alpha1
 from modelscale.api.v1alpha1 import ModelDeployment
-from modelscale.resources import names
+from modelscale.resources import names, podsecurity
 
 CONTAINER = "triton"
 ZONE_KEY = "topology.kubernetes.io/zone"
@@ -77,8 +79,7 @@ def pod_template(md: ModelDeployment) -> dict[str, Any]:
         spec["priorityClassName"] = server.priority_class_name
     if override.runtime_class_name:
         spec["runtimeClassName"] = override.runtime_class_name
-    if override.security_context is not None:
-        spec["securityContext"] = copy.deepcopy(override.security_context)
+    spec["securityContext"] = podsecurity.pod_security_context(md)
     affinity = _affinity(md)
     if affinity:
         spec["affinity"] = affinity
@@ -129,7 +130,6 @@ def triton_args(md: ModelDeployment) -> list[str]:
 
 def container(md: ModelDeployment) -> dict[str, Any]:
     server = md.spec.server
-    override = server.pod_template or v1alpha1.PodTemplateOverride()
     result: dict[str, Any] = {
         "name": CONTAINER,
         "image": server.image,
@@ -166,8 +166,7 @@ def container(md: ModelDeployment) -> dict[str, Any]:
     mounts = _volume_mounts(md)
     if mounts:
         result["volumeMounts"] = mounts
-    if override.container_security_context is not None:
-        result["securityContext"] = copy.deepcopy(override.container_security_context)
+    result["securityContext"] = podsecurity.container_security_context(md)
     return result
 
 
