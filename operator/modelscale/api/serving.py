@@ -1,0 +1,153 @@
+"""The serving-policy part of the ModelDeployment spec (`spec.serving`): how Triton batches,
+prioritises and sheds requests inside each pod. Re-exported by `v1alpha1`.
+
+The operator delivers it at model load (Triton's model load API with a configuration
+override, before the warm-up), never by editing the user's model repository; see
+docs/serving.md. Left out, nothing changes: the model runs with its repository config.
+
+Field names follow Triton's model configuration (`dynamic_batching`, `ModelQueuePolicy`,
+`instance_group`), in camelCase, and keep Triton's units (microseconds), so a user can map
+each field to Triton's documentation one to one.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from modelscale.api.base import _Model
+
+TimeoutAction = Literal["REJECT", "DELAY"]
+
+# Backends whose models batch continuously inside their own engine and are decoupled
+# (streaming): Triton's dynamic batcher, its priorities and queue policies do not apply.
+CONTINUOUS_BATCHING_BACKENDS = ("vllm", "tensorrtllm")
+
+MSG_DEFAULT_LEVEL = (
+    "serving.priorities.defaultLevel must be between 1 and serving.priorities.levels"
+)
+MSG_QUEUE_LEVEL = (
+    "serving.priorities.queues[].level must be between 1 and serving.priorities.levels"
+)
+MSG_CONTINUOUS_BATCHING = (
+    "serving.dynamicBatching, serving.queue and serving.priorities need Triton's dynamic "
+    "batcher, which the vllm and tensorrtllm backends do not use (they batch inside their "
+    "engine): remove them, or set model.backend to the backend the model really uses"
+)
+
+
+class QueuePolicy(_Model):
+    """How long requests may wait in Triton's queue and how many may wait (Triton's
+    `ModelQueuePolicy`)."""
+
+    max_queue_size: int = Field(default=0, ge=0, le=1_000_000)
+    """Requests that may wait at once; a request beyond it is rejected at once with Triton's
+    error ("Exceeds maximum queue size"). 0: unbounded."""
+    default_timeout_microseconds: int = Field(default=0, ge=0, le=3_600_000_000)
+    """How long a request may wait in the queue before `timeoutAction` applies. 0: no
+    timeout."""
+    timeout_action: TimeoutAction = "REJECT"
+    """`REJECT`: a request whose timeout passed is refused with Triton's error ("Request
+    timeout expired"). `DELAY`: it stays queued behind every request of its level that has
+    not timed out."""
+    allow_timeout_override: bool = False
+    """Whether a request's own timeout (its `timeout` parameter) may replace
+    `defaultTimeoutMicroseconds`."""
+
+
+class LevelQueuePolicy(QueuePolicy):
+    """The queue policy of one priority level."""
+
+    level: int = Field(ge=1, le=255)
+    """Priority level (1 is the most urgent)."""
+
+
+class DynamicBatching(_Model):
+    """Triton's dynamic batcher: requests that arrive close together are run as one batch."""
+
+    preferred_batch_sizes: list[Annotated[int, Field(ge=1, le=1_000_000)]] = Field(
+        default_factory=list, max_length=32
+    )
+    """Batch sizes the batcher aims for (each at most the model's `max_batch_size`). Empty:
+    the largest batch it can form."""
+    max_queue_delay_microseconds: int = Field(default=0, ge=0, le=60_000_000)
+    """How long a request may wait for others to join its batch."""
+
+
+class Priorities(_Model):
+    """Priority levels (QoS tiers): Triton serves the queue of level 1 first, then 2, ..."""
+
+    levels: int = Field(ge=1, le=255)
+    """Number of levels; a request picks one with its `priority` parameter."""
+    default_level: int = Field(ge=1, le=255)
+    """Level of a request that names none (or names 0)."""
+    queues: list[LevelQueuePolicy] = Field(
+        default_factory=list,
+        max_length=255,
+        json_schema_extra={
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["level"],
+        },
+    )
+    """Queue policy per level, by level; a level left out gets `serving.queue`."""
+
+    @model_validator(mode="after")
+    def _check(self) -> Priorities:
+        if not 1 <= self.default_level <= self.levels:
+            raise ValueError(MSG_DEFAULT_LEVEL)
+        if any(not 1 <= queue.level <= self.levels for queue in self.queues):
+            raise ValueError(MSG_QUEUE_LEVEL)
+        return self
+
+
+class Serving(_Model):
+    """The serving policy Triton applies inside each pod. The operator loads the model with
+    it before the pod is warmed up, and a change rolls the pods."""
+
+    instance_count: int | None = Field(default=None, ge=1, le=64)
+    """Model instances per pod (Triton's `instance_group[].count`; the kind stays the
+    repository's). Unset: the repository's."""
+    dynamic_batching: DynamicBatching | None = None
+    """Batch requests that arrive close together (Triton's dynamic batcher)."""
+    queue: QueuePolicy | None = None
+    """Queue policy of every request (of every priority level without its own policy)."""
+    priorities: Priorities | None = None
+    """Priority levels and their queue policies."""
+
+    @property
+    def uses_dynamic_batcher(self) -> bool:
+        return (
+            self.dynamic_batching is not None
+            or self.queue is not None
+            or self.priorities is not None
+        )
+
+
+def check_backend(serving: Serving | None, *, backend: str) -> None:
+    """Refuse what a continuous-batching backend would silently ignore."""
+    uses_batcher = serving is not None and serving.uses_dynamic_batcher
+    if uses_batcher and backend in CONTINUOUS_BATCHING_BACKENDS:
+        raise ValueError(MSG_CONTINUOUS_BATCHING)
+
+
+# (path below spec, CEL rule, message), added to `v1alpha1.SPEC_RULES`.
+SERVING_RULES: tuple[tuple[str, str, str], ...] = (
+    (
+        "serving.priorities",
+        "self.defaultLevel >= 1 && self.defaultLevel <= self.levels",
+        MSG_DEFAULT_LEVEL,
+    ),
+    (
+        "serving.priorities",
+        "!has(self.queues) || self.queues.all(q, q.level <= self.levels)",
+        MSG_QUEUE_LEVEL,
+    ),
+    (
+        "",
+        "!has(self.serving) || !(self.model.backend in ['vllm', 'tensorrtllm'])"
+        " || (!has(self.serving.dynamicBatching) && !has(self.serving.queue)"
+        " && !has(self.serving.priorities))",
+        MSG_CONTINUOUS_BATCHING,
+    ),
+)
