@@ -250,7 +250,10 @@ def rules(docs: list[dict[str, Any]], name: str) -> set[tuple[str, str, str]]:
         pytest.param("", "pods", "delete", True, id="replace-failed-pod"),
         pytest.param("", "events", "create", True, id="core-events"),
         pytest.param("events.k8s.io", "events", "create", True, id="events-api"),
-        pytest.param("", "secrets", "get", False, id="no-secrets"),
+        # Each ModelDeployment's Triton control key: read and written by name, never listed.
+        pytest.param("", "secrets", "get", True, id="control-key-secret"),
+        pytest.param("", "secrets", "list", False, id="never-list-secrets"),
+        pytest.param("", "secrets", "watch", False, id="never-watch-secrets"),
         pytest.param("*", "*", "*", False, id="no-wildcards"),
     ],
 )
