@@ -201,3 +201,13 @@ def test_parse_vector() -> None:
     assert promql.parse_vector(result) == [
         Sample({"namespace": "n", "pod": "p"}, 12.5, 1.7e9 + 0.5)
     ]
+
+
+def test_triton_core_demand_counts_what_triton_shed() -> None:
+    # A spec.serving queue policy refuses work with reason REJECTED: it is demand the pods
+    # could not serve, so the token-rate signal must include it (and only it).
+    expr = promql.presets(backend="python")[promql.TOKEN_RATE].expr
+    assert 'nv_inference_request_failure{reason="REJECTED"}' in expr
+    assert "BACKEND" not in expr
+    # A pod that never failed has no failure series: its served rate must still count.
+    assert " or " in expr

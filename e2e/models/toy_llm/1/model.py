@@ -16,11 +16,12 @@ It behaves like one vLLM engine on one GPU, scaled down so tests stay fast:
   prefill delay that decays linearly, ``COLD_PENALTY * (K - k) / K`` for the k-th request
   (k = 0..K-1): what CUDA-graph capture and cache warm-up do to a real engine. Warm-up matters.
 - **Failure**: ``TOY_LLM_FAIL_LOAD=1`` makes ``initialize`` raise: the model never gets ready.
-- **One batch per instance** (``TOY_LLM_EXECUTE_BLOCKS=1``): ``execute`` returns only once its
-  requests are answered, as a classic (non-LLM) model does. Each model instance then serves
-  one request at a time and the rest wait in Triton's own scheduler queue, where the dynamic
-  batcher's priority levels and queue policies (``spec.serving``) apply. Default: ``execute``
-  hands requests to the decode loop and returns at once (the engine is the queue, as vLLM).
+- **One request at a time per instance** (``TOY_LLM_EXECUTE_BLOCKS=1``): ``execute`` decodes
+  its requests itself (``max_tokens`` x ``TOKEN_COST``) and returns their responses, as a
+  classic (non-LLM) model does. Each model instance then serves one request at a time and
+  the rest wait in Triton's own scheduler queue, where the dynamic batcher's priority levels
+  and queue policies (``spec.serving``) apply. Default: ``execute`` hands requests to the
+  decode loop and returns at once (the engine is the queue, as in vLLM).
 
 Environment variables (read once in ``initialize``; the launcher passes the container env):
 
@@ -32,7 +33,7 @@ Environment variables (read once in ``initialize``; the launcher passes the cont
     TOY_LLM_COLD_REQUESTS      K, number of slow first requests              0
     TOY_LLM_COLD_PENALTY_S     extra delay of the first request              0
     TOY_LLM_FAIL_LOAD          1/true/yes: initialize raises                 unset
-    TOY_LLM_EXECUTE_BLOCKS     1/true/yes: execute waits for its responses   unset
+    TOY_LLM_EXECUTE_BLOCKS     1/true/yes: execute decodes and returns       unset
 
 Metrics (Triton metrics port, next to Triton's own ``nv_inference_*``), named and labelled like
 Triton's vLLM backend (labels ``model`` and ``version``), histogram buckets as vLLM's:
@@ -167,7 +168,6 @@ class _Sequence:
     first_token_at: float | None = None
     last_token_at: float = 0.0
     words: list[str] = field(default_factory=list)
-    done: threading.Event | None = None
 
 
 class _Metrics:
@@ -268,15 +268,7 @@ class _Engine:
         self._thread = threading.Thread(target=self._run, name="toy-llm-engine", daemon=True)
         self._thread.start()
 
-    def submit(
-        self,
-        *,
-        sender: Any,
-        prompt: str,
-        max_tokens: int,
-        exclude_input: bool,
-        done: threading.Event | None = None,
-    ) -> None:
+    def submit(self, *, sender: Any, prompt: str, max_tokens: int, exclude_input: bool) -> None:
         now = time.monotonic()
         with self._lock:
             index = self._admitted
@@ -292,7 +284,6 @@ class _Engine:
                 exclude_input=exclude_input,
                 arrival=now,
                 decode_at=now + self.config.cold_delay_s(index),
-                done=done,
             )
         )
 
@@ -372,9 +363,6 @@ class _Engine:
             )
         except Exception as err:
             pb_utils.Logger.log_warn(f"toy_llm: could not send an error response: {err}")
-        finally:
-            if seq.done is not None:
-                seq.done.set()
 
     def _emit(self, seq: _Sequence, *, now: float) -> None:
         seq.words.append(_VOCAB[seq.generated % len(_VOCAB)])
@@ -400,9 +388,6 @@ class _Engine:
             )
         except Exception as err:  # client gone or server stopping: nothing left to answer
             pb_utils.Logger.log_warn(f"toy_llm: could not send a response: {err}")
-        finally:
-            if seq.done is not None:
-                seq.done.set()
 
 
 def _scalar(request: Any, name: str) -> Any | None:
@@ -425,10 +410,11 @@ class TritonPythonModel:
         self.engine = _Engine(self.config, self.metrics)
         pb_utils.Logger.log_info(f"toy_llm loaded: {self.config}")
 
-    def execute(self, requests: list[Any]) -> None:
+    def execute(self, requests: list[Any]) -> list[Any] | None:
+        if self.config.execute_blocks:
+            return [self._execute_now(request) for request in requests]
         # Returning None with responses sent through each request's sender is what lets the
         # next execute() start while earlier requests are still decoding.
-        pending: list[threading.Event] = []
         for request in requests:
             sender = request.get_response_sender()
             try:
@@ -439,20 +425,26 @@ class TritonPythonModel:
                     flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL,
                 )
                 continue
-            done = threading.Event() if self.config.execute_blocks else None
             self.engine.submit(
-                sender=sender,
-                prompt=prompt,
-                max_tokens=max_tokens,
-                exclude_input=exclude,
-                done=done,
+                sender=sender, prompt=prompt, max_tokens=max_tokens, exclude_input=exclude
             )
-            if done is not None:
-                pending.append(done)
-        # TOY_LLM_EXECUTE_BLOCKS: this instance takes its next batch only when this one is
-        # answered, so Triton's scheduler holds the queue.
-        for done in pending:
-            done.wait()
+
+    def _execute_now(self, request: Any) -> Any:
+        """TOY_LLM_EXECUTE_BLOCKS: decode here, one token per TOKEN_COST, and answer."""
+        start = time.monotonic()
+        try:
+            prompt, max_tokens, exclude = self._parse(request)
+        except (ValueError, TypeError) as err:
+            return pb_utils.InferenceResponse(error=pb_utils.TritonError(str(err)))
+        time.sleep(max_tokens * self.config.token_cost_s)
+        words = " ".join(_VOCAB[i % len(_VOCAB)] for i in range(max_tokens))
+        m = self.metrics
+        m.put(m.prompt, "increment", max(1, len(prompt.split())))
+        m.put(m.generation, "increment", max_tokens)
+        m.put(m.e2e, "observe", time.monotonic() - start)
+        text = words if exclude else f"{prompt} {words}"
+        out = pb_utils.Tensor("text_output", np.array([text.encode()], dtype=np.object_))
+        return pb_utils.InferenceResponse(output_tensors=[out])
 
     def _parse(self, request: Any) -> tuple[str, int, bool]:
         prompt = _scalar(request, "text_input")
