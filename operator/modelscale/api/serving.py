@@ -101,6 +101,32 @@ class Priorities(_Model):
         return self
 
 
+class CircuitBreaker(_Model):
+    """Take a sick pod out of traffic: a warmed pod whose requests fail, or whose latency is
+    an outlier against its siblings', gets its `modelscale.dev/warmed-up` gate closed
+    (reason `CircuitOpen`), is warmed up again after `probeAfterSeconds` (half-open: the
+    gate reopens only if that warm-up passes) and is replaced after `maxEjections`."""
+
+    failure_ratio: float = Field(default=0.5, gt=0, le=1)
+    """Eject a pod when at least this share of its requests failed over the last
+    `windowSeconds` (Triton's `nv_inference_request_failure`, requests refused by a queue
+    policy excluded)."""
+    latency_factor: float = Field(default=3.0, gt=1, le=100)
+    """Eject a pod whose mean latency exceeds this many times the median of its healthy
+    siblings' (needs at least two siblings with traffic)."""
+    min_request_rate: float = Field(default=0.2, ge=0, le=1_000_000)
+    """Requests per second a pod must have had before it is judged at all."""
+    window_seconds: int = Field(default=30, ge=5, le=3600)
+    """Rate window of the per-pod signals."""
+    max_ejected_percent: int = Field(default=34, ge=1, le=100)
+    """Never more than this share of the pods ejected at once (and never the last healthy
+    pod)."""
+    probe_after_seconds: int = Field(default=20, ge=0, le=86400)
+    """How long an ejected pod stays out before it is warmed up again (half-open)."""
+    max_ejections: int = Field(default=3, ge=1, le=100)
+    """Ejections of one pod after which it is deleted and replaced instead."""
+
+
 class Serving(_Model):
     """The serving policy Triton applies inside each pod. The operator loads the model with
     it before the pod is warmed up, and a change rolls the pods."""
@@ -114,6 +140,14 @@ class Serving(_Model):
     """Queue policy of every request (of every priority level without its own policy)."""
     priorities: Priorities | None = None
     """Priority levels and their queue policies."""
+    circuit_breaker: CircuitBreaker | None = None
+    """Take sick pods out of traffic (failing requests, latency outliers); unset: off.
+    `{}` turns it on with the defaults."""
+
+    @property
+    def triton_config(self) -> dict[str, object]:
+        """The fields delivered to Triton (a change of these, and only these, rolls pods)."""
+        return self.model_dump(by_alias=True, mode="json", exclude={"circuit_breaker"})
 
     @property
     def uses_dynamic_batcher(self) -> bool:

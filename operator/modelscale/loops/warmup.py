@@ -30,7 +30,8 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from modelscale import podfacts, telemetry
-from modelscale.api.v1alpha1 import WarmUp
+from modelscale.api.v1alpha1 import ModelDeployment, WarmUp, from_rfc3339
+from modelscale.control import breaker
 from modelscale.loops import control_key, podcalls
 from modelscale.podfacts import ANNOTATION_ATTEMPTS, ANNOTATION_SECONDS_TO_READY, PodFacts
 from modelscale.warmup import client as warmup_client
@@ -168,6 +169,21 @@ class WarmupRunner:
         if facts.ip is not None:
             self._warmed[facts.uid] = None
 
+    async def _half_open(self, facts: PodFacts, md: ModelDeployment) -> None:
+        """A pod the circuit breaker ejected is warmed up again only after its
+        `probeAfterSeconds` (half-open); the warm-up is the probe."""
+        condition = facts.warmed_condition
+        settings = md.spec.serving.circuit_breaker if md.spec.serving else None
+        if condition is None or condition.reason != breaker.CIRCUIT_OPEN or settings is None:
+            return
+        since = (
+            from_rfc3339(condition.last_transition_time) if condition.last_transition_time else None
+        )
+        delay = breaker.probe_delay(ejected_at=since, settings=settings, now=self._clock())
+        if delay > 0:
+            log.info("%s/%s: ejected; probing it in %.0f s", facts.namespace, facts.name, delay)
+            await asyncio.sleep(delay)
+
     async def warm_up(self, facts: PodFacts, stop: threading.Event) -> None:
         """Warm one pod up, retrying with backoff; the gate opens only on success."""
         facts = await self._k8s.fresh(facts)  # the attempt counter may have moved meanwhile
@@ -190,6 +206,7 @@ class WarmupRunner:
                 facts = await self._wait_for_a_fix(facts, body, found.problem)
                 continue
             settings = md.spec.warm_up
+            await self._half_open(facts, md)
             if not settings.enabled:
                 now = self._clock()
                 await self._k8s.write_condition(

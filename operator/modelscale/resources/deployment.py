@@ -116,9 +116,11 @@ def pod_template(md: ModelDeployment) -> dict[str, Any]:
 
 def serving_hash(md: ModelDeployment) -> str | None:
     """A short hash of `spec.serving` (None when unset: the pod template stays as before)."""
-    if md.spec.serving is None:
+    if md.spec.serving is None or not any(
+        value is not None for value in md.spec.serving.triton_config.values()
+    ):
         return None
-    text = json.dumps(v1alpha1.to_api(md.spec.serving), sort_keys=True, separators=(",", ":"))
+    text = json.dumps(md.spec.serving.triton_config, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

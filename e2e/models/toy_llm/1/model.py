@@ -16,6 +16,10 @@ It behaves like one vLLM engine on one GPU, scaled down so tests stay fast:
   prefill delay that decays linearly, ``COLD_PENALTY * (K - k) / K`` for the k-th request
   (k = 0..K-1): what CUDA-graph capture and cache warm-up do to a real engine. Warm-up matters.
 - **Failure**: ``TOY_LLM_FAIL_LOAD=1`` makes ``initialize`` raise: the model never gets ready.
+- **Failure switch**: a request whose ``sampling_parameters`` hold ``{"toy_fail": true}``
+  makes this server fail every later request at once (Triton error "toy_llm: failure switch
+  on"), ``{"toy_fail": false}`` heals it; the switch request itself is answered. Send it to
+  one pod's IP to make one pod of several sick (the circuit breaker's test).
 - **One request at a time per instance** (``TOY_LLM_EXECUTE_BLOCKS=1``): ``execute`` decodes
   its requests itself (``max_tokens`` x ``TOKEN_COST``) and returns their responses, as a
   classic (non-LLM) model does. Each model instance then serves one request at a time and
@@ -401,6 +405,7 @@ def _scalar(request: Any, name: str) -> Any | None:
 class TritonPythonModel:
     def initialize(self, args: dict[str, str]) -> None:
         self.config = Config.from_env()
+        self.failing = False
         if self.config.load_delay_s > 0:
             time.sleep(self.config.load_delay_s)
         if _env_flag("TOY_LLM_FAIL_LOAD"):
@@ -410,13 +415,36 @@ class TritonPythonModel:
         self.engine = _Engine(self.config, self.metrics)
         pb_utils.Logger.log_info(f"toy_llm loaded: {self.config}")
 
+    def _immediate(self, request: Any) -> Any | None:
+        """The failure switch: its own answer, or the error of a request while it is on."""
+        try:
+            raw = _scalar(request, "sampling_parameters")
+            params = json.loads(raw) if raw else {}
+        except ValueError:
+            params = {}
+        if isinstance(params, dict) and "toy_fail" in params:
+            self.failing = bool(params["toy_fail"])
+            pb_utils.Logger.log_warn(f"toy_llm: failure switch {'on' if self.failing else 'off'}")
+            text = f"failure switch {'on' if self.failing else 'off'}"
+            out = pb_utils.Tensor("text_output", np.array([text.encode()], dtype=np.object_))
+            return pb_utils.InferenceResponse(output_tensors=[out])
+        if self.failing:
+            return pb_utils.InferenceResponse(
+                error=pb_utils.TritonError("toy_llm: failure switch on")
+            )
+        return None
+
     def execute(self, requests: list[Any]) -> list[Any] | None:
         if self.config.execute_blocks:
-            return [self._execute_now(request) for request in requests]
+            return [self._immediate(r) or self._execute_now(r) for r in requests]
         # Returning None with responses sent through each request's sender is what lets the
         # next execute() start while earlier requests are still decoding.
         for request in requests:
             sender = request.get_response_sender()
+            answer = self._immediate(request)
+            if answer is not None:
+                sender.send(answer, flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+                continue
             try:
                 prompt, max_tokens, exclude = self._parse(request)
             except (ValueError, TypeError) as err:
