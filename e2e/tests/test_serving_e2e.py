@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -64,17 +62,8 @@ def body(namespace: str, *, replicas: int, max_queue_size: int) -> dict[str, Any
 
 
 @pytest.fixture(scope="module")
-def ns(operator: str, kube_api: Any) -> Iterator[str]:
-    core: Any = k8s.CoreV1Api(kube_api)
-    name = f"t-serving-{uuid.uuid4().hex[:5]}"
-    core.create_namespace({"metadata": {"name": name, "labels": {"modelscale.dev/test": "true"}}})
-    wait_until(
-        lambda: core.read_namespaced_service_account("default", name),
-        timeout=30,
-        what=f"ServiceAccount default in {name}",
-    )
-    yield name
-    core.delete_namespace(name, propagation_policy="Background")
+def ns(operator: str, module_namespace: str) -> str:
+    return module_namespace
 
 
 def warmed_pods(kubectl: Kubectl, namespace: str, count: int) -> list[dict[str, Any]] | None:

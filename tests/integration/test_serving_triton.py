@@ -6,7 +6,6 @@ warm-up, and nobody without the key can unload the model. No mocks."""
 from __future__ import annotations
 
 import json
-import textwrap
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -23,43 +22,11 @@ pytestmark = pytest.mark.triton
 
 ADDR = "127.0.56.1"
 KEY = "ab" * control.KEY_BYTES
-STREAM_MODEL = "toy_stream"
-STREAM_CONFIG = """
-name: "toy_stream"
-backend: "python"
-max_batch_size: 0
-model_transaction_policy { decoupled: true }
-input [ { name: "text_input", data_type: TYPE_STRING, dims: [ 1 ] } ]
-output [ { name: "text_output", data_type: TYPE_STRING, dims: [ -1 ] } ]
-"""
-STREAM_MODEL_PY = """
-import triton_python_backend_utils as pb_utils
-
-
-class TritonPythonModel:
-    def execute(self, requests):
-        for request in requests:
-            request.get_response_sender().send(
-                flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
-            )
-        return None
-"""
-
+LEVEL_2 = {"level": 2, "maxQueueSize": 4, "defaultTimeoutMicroseconds": 250_000}
 SERVING = {
     "instanceCount": 2,
     "queue": {"maxQueueSize": 32},
-    "priorities": {
-        "levels": 2,
-        "defaultLevel": 2,
-        "queues": [
-            {
-                "level": 2,
-                "maxQueueSize": 4,
-                "defaultTimeoutMicroseconds": 250_000,
-                "timeoutAction": "REJECT",
-            }
-        ],
-    },
+    "priorities": {"levels": 2, "defaultLevel": 2, "queues": [LEVEL_2]},
 }
 
 
@@ -78,36 +45,24 @@ def md(serving: dict[str, Any] | None, model: str = "toy_llm") -> ModelDeploymen
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[triton.LocalTriton]:
     """Triton with the builder's own args; `$(MODELSCALE_CONTROL_KEY)` expanded as the
-    kubelet does; the repository holds the toy LLM and a decoupled model."""
-    repo = tmp_path_factory.mktemp("repo")
-    (repo / STREAM_MODEL / "1").mkdir(parents=True)
-    (repo / STREAM_MODEL / "config.pbtxt").write_text(STREAM_CONFIG)
-    (repo / STREAM_MODEL / "1" / "model.py").write_text(textwrap.dedent(STREAM_MODEL_PY))
+    kubelet does."""
     args = [
         a.replace(f"$({control.ENV})", KEY)
         for a in deployment.triton_args(md(None))
         if not a.startswith(("--model-repository", "--http-port", "--grpc-port", "--metrics"))
     ]
-    args += [f"--model-repository={triton.MODEL_REPOSITORY}", f"--model-repository={repo}"]
-    args += [f"--load-model={STREAM_MODEL}"]
+    args += [f"--model-repository={triton.MODEL_REPOSITORY}"]
     handle = triton.start_local(address=ADDR, workdir=tmp_path_factory.mktemp("srv"), args=args)
     try:
         triton.wait_ready(handle, model="toy_llm", timeout_s=120)
-        triton.wait_ready(handle, model=STREAM_MODEL, timeout_s=60)
         yield handle
     finally:
         triton.stop(handle)
 
 
 def target(server: triton.LocalTriton, *, key: str = KEY, model: str = "toy_llm") -> client.Target:
-    return client.Target(
-        host=server.address,
-        model=model,
-        http_port=server.ports["http"],
-        grpc_port=server.ports["grpc"],
-        metrics_port=server.ports["metrics"],
-        control_key=key,
-    )
+    ports = {f"{name}_port": port for name, port in server.ports.items()}
+    return client.Target(host=server.address, model=model, control_key=key, **ports)
 
 
 def http(
@@ -188,13 +143,3 @@ def test_a_policy_triton_refuses_is_the_specs_fault(server: triton.LocalTriton) 
     assert "max_batch_size 0" in result.message
     # The model that ran before keeps serving.
     assert http(server, "GET", "/models/toy_llm/ready")[0] == 200
-
-
-def test_a_decoupled_model_refuses_the_batcher(server: triton.LocalTriton) -> None:
-    serving = md({"queue": {"maxQueueSize": 2}}, model=STREAM_MODEL).spec.serving
-    assert serving is not None
-    result = client.run_warmup(
-        target=target(server, model=STREAM_MODEL), settings=SETTINGS, serving=serving
-    )
-    assert result.reason == reasons.INVALID_SERVING_POLICY
-    assert "decoupled" in result.message

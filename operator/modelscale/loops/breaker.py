@@ -101,16 +101,18 @@ def _act(
     now: float,
 ) -> None:
     text = f"pod {facts.name}: {verdict.message}"
-    if verdict.action == "Replace":
-        log.warning("%s/%s: %s", facts.namespace, facts.name, text)
+    pod_ref = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": facts.name, "namespace": facts.namespace, "uid": facts.uid},
+    }
+    replace = verdict.action == "Replace"
+    for obj in [dict(md_body)] if replace else [pod_ref, dict(md_body)]:
         events.post(
-            api,
-            involved=dict(md_body),
-            type_="Warning",
-            reason=verdict.reason,
-            message=text,
-            now=now,
+            api, involved=obj, type_="Warning", reason=verdict.reason, message=text, now=now
         )
+    log.warning("%s/%s: %s: %s", facts.namespace, facts.name, verdict.action, verdict.message)
+    if replace:
         kube_pods.delete(api, namespace=facts.namespace, name=facts.name, uid=facts.uid)
         return
     condition = gate.warmed_condition(
@@ -130,16 +132,6 @@ def _act(
         uid=facts.uid,
         annotations={ANNOTATION_EJECTIONS: str(_ejections(facts) + 1)},
     )
-    log.warning("%s/%s: ejected: %s", facts.namespace, facts.name, verdict.message)
-    pod_ref = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": facts.name, "namespace": facts.namespace, "uid": facts.uid},
-    }
-    for involved in (pod_ref, dict(md_body)):
-        events.post(
-            api, involved=involved, type_="Warning", reason=verdict.reason, message=text, now=now
-        )
 
 
 def run_pass(api: client.ApiClient, *, config: OperatorConfig, now: float) -> list[breaker.Verdict]:

@@ -22,15 +22,7 @@ def pod(
     ejected: bool = False,
     ejections: int = 0,
 ) -> PodHealth:
-    return PodHealth(
-        name=name,
-        warmed=warmed,
-        ejected=ejected,
-        ejections=ejections,
-        success_rate=ok,
-        failure_rate=failed,
-        mean_latency_seconds=latency,
-    )
+    return PodHealth(name, warmed, ejected, ejections, ok, failed, latency)
 
 
 def decide(*pods: PodHealth, settings: CircuitBreaker = SETTINGS) -> list[tuple[str, str, str]]:
