@@ -121,8 +121,10 @@ class CircuitBreaker(_Model):
     max_ejected_percent: int = Field(default=34, ge=1, le=100)
     """Never more than this share of the pods ejected at once (and never the last healthy
     pod)."""
-    probe_after_seconds: int = Field(default=20, ge=0, le=86400)
-    """How long an ejected pod stays out before it is warmed up again (half-open)."""
+    probe_after_seconds: int = Field(default=30, ge=0, le=86400)
+    """How long an ejected pod stays out before it is warmed up again (half-open). Keep it
+    at least `windowSeconds`: a pod back sooner is judged on failures from before its
+    ejection and ejected again."""
     max_ejections: int = Field(default=3, ge=1, le=100)
     """Ejections of one pod after which it is deleted and replaced instead."""
 

@@ -102,7 +102,7 @@ def test_the_verdict_says_why() -> None:
 
 @pytest.mark.parametrize(
     ("ejected_at", "now", "want"),
-    [(None, 100.0, 0.0), (100.0, 105.0, 15.0), (100.0, 130.0, 0.0)],
+    [(None, 100.0, 0.0), (100.0, 105.0, 25.0), (100.0, 130.0, 0.0)],
 )
 def test_probe_waits_probe_after_seconds(ejected_at: float | None, now: float, want: float) -> None:
     assert breaker.probe_delay(ejected_at=ejected_at, settings=SETTINGS, now=now) == want
