@@ -25,7 +25,15 @@ from modelscale.control import breaker
 pytestmark = pytest.mark.cluster
 
 NAME = "toy"
-BREAKER = {"windowSeconds": 10, "probeAfterSeconds": 10, "minRequestRate": 0.2}
+# The toy's own failure counter: Triton 2.51 counts its error responses as successes (so
+# an all-failing pod shows failed / (failed + success) = 0.5).
+BREAKER = {
+    "windowSeconds": 10,
+    "probeAfterSeconds": 10,
+    "minRequestRate": 0.2,
+    "failureRatio": 0.3,
+    "failureCounter": "toy_llm:request_failures_total",
+}
 
 
 def body(namespace: str) -> dict[str, Any]:

@@ -108,9 +108,18 @@ class CircuitBreaker(_Model):
     gate reopens only if that warm-up passes) and is replaced after `maxEjections`."""
 
     failure_ratio: float = Field(default=0.5, gt=0, le=1)
-    """Eject a pod when at least this share of its requests failed over the last
-    `windowSeconds` (Triton's `nv_inference_request_failure`, requests refused by a queue
-    policy excluded)."""
+    """Eject a pod when its failed requests are at least this share of all its requests
+    (failed / (failed + `nv_inference_request_success`)) over the last `windowSeconds`."""
+    failure_counter: str = Field(
+        default='nv_inference_request_failure{reason!="REJECTED"}',
+        min_length=1,
+        max_length=512,
+        pattern=r"^[a-zA-Z_:][a-zA-Z0-9_:]*(\{.*\})?$",
+    )
+    """Counter of failed requests per pod, as a PromQL series selector (its per-pod rate is
+    taken). The default is Triton's own, without requests a queue policy refused. Triton
+    2.51 counts an error *response* of the Python backend as a success, so a Python model
+    that fails by answering with an error needs a counter of its own here."""
     latency_factor: float = Field(default=3.0, gt=1, le=100)
     """Eject a pod whose mean latency exceeds this many times the median of its healthy
     siblings' (needs at least two siblings with traffic)."""

@@ -37,22 +37,23 @@ TIMEOUT_SECONDS = 5.0
 PodKey = tuple[str, str]  # (namespace, pod)
 
 
-def _queries(window: int) -> dict[str, str]:
-    def rate(metric: str, extra: str = "") -> str:
-        return f"sum by (namespace, pod) (rate({metric}{{{extra}}}[{window}s]))"
+def _queries(window: int, failure_counter: str) -> dict[str, str]:
+    def rate(selector: str) -> str:
+        return f"sum by (namespace, pod) (rate({selector}[{window}s]))"
 
     return {
         "success": rate("nv_inference_request_success"),
-        # Refusals by a queue policy are the policy working, not the pod failing.
-        "failure": rate("nv_inference_request_failure", 'reason!="REJECTED"'),
+        # The default excludes refusals by a queue policy: the policy working, not the pod
+        # failing.
+        "failure": rate(failure_counter),
         "duration_us": rate("nv_inference_request_duration_us"),
     }
 
 
-def _fetch(url: str, window: int) -> dict[str, dict[PodKey, float]]:
+def _fetch(url: str, window: int, failure_counter: str) -> dict[str, dict[PodKey, float]]:
     prom = prometheus.connect(url=url, timeout=TIMEOUT_SECONDS)
     out: dict[str, dict[PodKey, float]] = {}
-    for signal, expr in _queries(window).items():
+    for signal, expr in _queries(window, failure_counter).items():
         samples = prometheus.instant(prom, expr=expr, timeout=TIMEOUT_SECONDS)
         out[signal] = {
             (s.labels.get("namespace", ""), s.labels.get("pod", "")): s.value for s in samples
@@ -153,14 +154,14 @@ def run_pass(api: client.ApiClient, *, config: OperatorConfig, now: float) -> li
         facts = podfacts.read(raw)
         if facts.modeldeployment and not facts.deleting:
             by_md[(facts.namespace, facts.modeldeployment)].append(facts)
-    fetched: dict[tuple[str, int], dict[str, dict[PodKey, float]]] = {}
+    fetched: dict[tuple[str, int, str], dict[str, dict[PodKey, float]]] = {}
     done: list[breaker.Verdict] = []
     for md, body, settings in watched:
         url = md.spec.scaling.prometheus.url or config.prometheus_url
-        source = (url, settings.window_seconds)
+        source = (url, settings.window_seconds, settings.failure_counter)
         try:
             if source not in fetched:
-                fetched[source] = _fetch(url, settings.window_seconds)
+                fetched[source] = _fetch(*source)
         except prometheus.PrometheusError as err:
             # No signal is no verdict: never eject on missing data.
             log.warning("%s/%s: circuit breaker holds: %s", md.namespace, md.name, err)

@@ -19,7 +19,9 @@ It behaves like one vLLM engine on one GPU, scaled down so tests stay fast:
 - **Failure switch**: a request whose ``sampling_parameters`` hold ``{"toy_fail": true}``
   makes this server fail every later request at once (Triton error "toy_llm: failure switch
   on"), ``{"toy_fail": false}`` heals it; the switch request itself is answered. Send it to
-  one pod's IP to make one pod of several sick (the circuit breaker's test).
+  one pod's IP to make one pod of several sick (the circuit breaker's test). Failed requests
+  are counted in ``toy_llm:request_failures_total``: Triton 2.51 counts a Python-backend
+  error response as a success, so its own failure counter never sees them.
 - **One request at a time per instance** (``TOY_LLM_EXECUTE_BLOCKS=1``): ``execute`` decodes
   its requests itself (``max_tokens`` x ``TOKEN_COST``) and returns their responses, as a
   classic (non-LLM) model does. Each model instance then serves one request at a time and
@@ -214,6 +216,13 @@ class _Metrics:
                     mf.HISTOGRAM,
                 ),
                 (
+                    "failures",
+                    "toy_llm:request_failures_total",
+                    "Requests the failure switch failed (Triton 2.51 counts a Python-backend "
+                    "error response as a success, so nv_inference_request_failure misses them).",
+                    mf.COUNTER,
+                ),
+                (
                     "running",
                     "vllm:num_requests_running",
                     "Number of requests currently running on GPU.",
@@ -230,6 +239,7 @@ class _Metrics:
         f = self.families
         self.prompt = f["prompt"].Metric(labels=labels)
         self.generation = f["generation"].Metric(labels=labels)
+        self.failures = f["failures"].Metric(labels=labels)
         self.ttft = f["ttft"].Metric(labels=labels, buckets=_TTFT_BUCKETS)
         self.tpot = f["tpot"].Metric(labels=labels, buckets=_TPOT_BUCKETS)
         self.e2e = f["e2e"].Metric(labels=labels, buckets=_E2E_BUCKETS)
@@ -429,6 +439,7 @@ class TritonPythonModel:
             out = pb_utils.Tensor("text_output", np.array([text.encode()], dtype=np.object_))
             return pb_utils.InferenceResponse(output_tensors=[out])
         if self.failing:
+            self.metrics.put(self.metrics.failures, "increment", 1)
             return pb_utils.InferenceResponse(
                 error=pb_utils.TritonError("toy_llm: failure switch on")
             )
