@@ -30,3 +30,7 @@ e2e: $(STAMP) cluster-tools prometheus-install ## the cluster acceptance and e2e
 .PHONY: e2e-kind
 e2e-kind: ## the same suite on kind (needs Docker + kind; NOT runnable on the no-Docker dev machine)
 	bash e2e/kind/run.sh
+
+.PHONY: bench-overload
+bench-overload: $(STAMP) cluster-tools prometheus-install ## overload at maxReplicas with and without spec.serving, 2 min per run (figures per class)
+	OVERLOAD_SECONDS=$${OVERLOAD_SECONDS:-120} $(PY) -m pytest -q -s -p no:cacheprovider e2e/tests/test_overload_e2e.py

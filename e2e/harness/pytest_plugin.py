@@ -118,8 +118,7 @@ def wait_for_fixture() -> WaitFor:
     return wait_for
 
 
-@pytest.fixture
-def namespace(kube_api: Any, request: pytest.FixtureRequest) -> Iterator[str]:
+def _fresh_namespace(kube_api: Any, request: pytest.FixtureRequest) -> Iterator[str]:
     core: Any = client.CoreV1Api(kube_api)
     base = re.sub(r"[^a-z0-9-]+", "-", request.node.name.lower()).strip("-")[:40].strip("-")
     name = f"t-{base}-{uuid.uuid4().hex[:5]}"
@@ -133,3 +132,14 @@ def namespace(kube_api: Any, request: pytest.FixtureRequest) -> Iterator[str]:
     )
     yield name
     core.delete_namespace(name, propagation_policy="Background")
+
+
+@pytest.fixture
+def namespace(kube_api: Any, request: pytest.FixtureRequest) -> Iterator[str]:
+    yield from _fresh_namespace(kube_api, request)
+
+
+@pytest.fixture(scope="module")
+def module_namespace(kube_api: Any, request: pytest.FixtureRequest) -> Iterator[str]:
+    """One namespace for a whole test module (tests that share one deployment)."""
+    yield from _fresh_namespace(kube_api, request)

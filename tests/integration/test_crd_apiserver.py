@@ -121,6 +121,37 @@ def test_apiserver_fills_in_the_defaults_the_operator_assumes(
         pytest.param(
             {"server": {"gpus": "1"}}, "spec.server.gpus: Invalid value", id="gpus-string"
         ),
+        pytest.param(
+            {"serving": {"queue": {"maxQueueSize": 4}}},
+            v1alpha1.MSG_CONTINUOUS_BATCHING,
+            id="queue-policy-on-vllm",
+        ),
+        pytest.param(
+            {
+                "model": {"name": "toy_llm", "repository": "/models", "backend": "python"},
+                "serving": {"priorities": {"levels": 2, "defaultLevel": 3}},
+            },
+            v1alpha1.MSG_DEFAULT_LEVEL,
+            id="default-level-out-of-range",
+        ),
+        pytest.param(
+            {
+                "model": {"name": "toy_llm", "repository": "/models", "backend": "python"},
+                "serving": {
+                    "priorities": {"levels": 2, "defaultLevel": 1, "queues": [{"level": 3}]}
+                },
+            },
+            v1alpha1.MSG_QUEUE_LEVEL,
+            id="queue-of-missing-level",
+        ),
+        pytest.param(
+            {
+                "model": {"name": "toy_llm", "repository": "/models", "backend": "python"},
+                "serving": {"queue": {"timeoutAction": "DROP"}},
+            },
+            'Unsupported value: "DROP"',
+            id="unknown-timeout-action",
+        ),
     ],
 )
 def test_invalid_spec_is_refused_at_apply_time_with_a_readable_message(

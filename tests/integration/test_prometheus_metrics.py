@@ -50,10 +50,12 @@ class Pod:
         last: float = T,  # time of the pod's last sample
         core: dict[str, float] | None = None,  # Triton core per-second rates
         summary_p99_us: float | None = None,
+        failures: dict[str, float] | None = None,  # nv_inference_request_failure/s by reason
     ) -> None:
         self.ns, self.md, self.name = ns, md, name
         self.tokens, self.prompt, self.ttft, self.waiting = tokens, prompt, ttft, waiting
         self.last, self.core, self.summary_p99_us = last, core, summary_p99_us
+        self.failures = failures or {}
 
     @property
     def key(self) -> tuple[str, str]:
@@ -98,6 +100,7 @@ PODS = [
         "gamma-server-9f5b6c7d8-ddddd",
         core={"count": 10, "success": 5, "duration_us": 5 * 200_000, "pending": 4},
         summary_p99_us=450_000,
+        failures={"REJECTED": 3, "BACKEND": 7},
     ),
     Pod(
         "team-c",
@@ -156,6 +159,14 @@ def openmetrics() -> str:
                     f"{name}{p.sel()} {p.core[field] * STEP * i:g} {t}"
                     for i, t in enumerate(p.times())
                 )
+    out.append("# TYPE nv_inference_request_failure unknown")
+    for p in PODS:
+        for reason, per_s in p.failures.items():
+            series = p.sel('reason="' + reason + '"')
+            out.extend(
+                f"nv_inference_request_failure{series} {per_s * STEP * i:g} {t}"
+                for i, t in enumerate(p.times())
+            )
     out.append("# TYPE nv_inference_pending_request_count gauge")
     for p in PODS:
         if p.core is not None:
@@ -287,7 +298,10 @@ def test_triton_core_summary_p99_and_mean_fallback(prometheus_url: str) -> None:
     gamma, delta = sig[("team-c", "gamma")], sig[("team-c", "delta")]
     assert gamma.p99_seconds == pytest.approx(0.45)
     assert gamma.sources["latency_p99"] == "preset"
-    assert gamma.token_rate == pytest.approx(10.0)
+    # Served 10/s plus shed 3/s (Triton's REJECTED, a spec.serving queue policy's refusals;
+    # backend failures are not demand); delta has no failure series at all.
+    assert gamma.token_rate == pytest.approx(13.0)
+    assert delta.token_rate == pytest.approx(2.0)
     assert gamma.request_rate == pytest.approx(5.0)
     assert gamma.queue_depth == 4.0
     assert delta.p99_seconds == pytest.approx(0.1)  # no summary: mean latency

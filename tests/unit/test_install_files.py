@@ -256,7 +256,10 @@ def rules(docs: list[dict[str, Any]], name: str) -> set[tuple[str, str, str]]:
             "modelscale.dev", "modeldeployments/finalizers", "update", True, id="block-owner"
         ),
         pytest.param("", "services", "delete", False, id="children-gc-by-owner"),
-        pytest.param("", "secrets", "get", False, id="no-secrets"),
+        # Each ModelDeployment's Triton control key: read and written by name, never listed.
+        pytest.param("", "secrets", "get", True, id="control-key-secret"),
+        pytest.param("", "secrets", "list", False, id="never-list-secrets"),
+        pytest.param("", "secrets", "watch", False, id="never-watch-secrets"),
         pytest.param("*", "*", "*", False, id="no-wildcards"),
     ],
 )

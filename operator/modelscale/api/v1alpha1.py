@@ -59,6 +59,20 @@ from modelscale.api.scaling import (
     Seasonality,
     Targets,
 )
+from modelscale.api.serving import (
+    MSG_CONTINUOUS_BATCHING,
+    MSG_DEFAULT_LEVEL,
+    MSG_QUEUE_LEVEL,
+    SERVING_RULES,
+    CircuitBreaker,
+    DynamicBatching,
+    LevelQueuePolicy,
+    Priorities,
+    QueuePolicy,
+    Serving,
+    TimeoutAction,
+    check_backend,
+)
 from modelscale.api.status import (
     AutoscalingStatus,
     Condition,
@@ -82,11 +96,14 @@ __all__ = [
     "CATEGORIES",
     "GROUP",
     "KIND",
+    "MSG_CONTINUOUS_BATCHING",
+    "MSG_DEFAULT_LEVEL",
     "MSG_DRAIN",
     "MSG_FLOOR",
     "MSG_MAX_UNAVAILABLE",
     "MSG_MIN_MAX",
     "MSG_QUANTITY",
+    "MSG_QUEUE_LEVEL",
     "MSG_REPLICAS_BOUNDS",
     "MSG_STABLE_N",
     "MSG_WARMUP_INPUTS",
@@ -99,14 +116,17 @@ __all__ = [
     "AntiAffinity",
     "AutoscalingStatus",
     "Backend",
+    "CircuitBreaker",
     "Condition",
     "ConditionStatus",
     "Disruption",
+    "DynamicBatching",
     "EnvVar",
     "Forecast",
     "InferInput",
     "LatencySLO",
     "LatencySignal",
+    "LevelQueuePolicy",
     "MissingMetricsBehavior",
     "ModelDeployment",
     "ModelDeploymentSpec",
@@ -117,10 +137,12 @@ __all__ = [
     "OnMissingMetrics",
     "Placement",
     "PodTemplateOverride",
+    "Priorities",
     "PromQueries",
     "Prometheus",
     "PullPolicy",
     "Quantity",
+    "QueuePolicy",
     "ResourceList",
     "Resources",
     "ScaleDown",
@@ -130,7 +152,9 @@ __all__ = [
     "ScalingMode",
     "Seasonality",
     "Server",
+    "Serving",
     "Targets",
+    "TimeoutAction",
     "WarmUp",
     "WarmUpProtocol",
     "WarmUpRequest",
@@ -378,6 +402,7 @@ SPEC_RULES: tuple[tuple[str, str, str], ...] = (
         "type(self) == int ? self >= 0 : self.matches('^(100|[1-9]?[0-9])%$')",
         MSG_MAX_UNAVAILABLE,
     ),
+    *SERVING_RULES,
 )
 
 
@@ -398,9 +423,13 @@ class ModelDeploymentSpec(_Model):
     scaling: Scaling = _sub(Scaling)
     warm_up: WarmUp = _sub(WarmUp)
     disruption: Disruption = _sub(Disruption)
+    serving: Serving | None = None
+    """How Triton batches, prioritises and sheds requests inside each pod (delivered at model
+    load, before the warm-up; docs/serving.md). Unset: the model's repository config."""
 
     @model_validator(mode="after")
     def _check(self) -> ModelDeploymentSpec:
+        check_backend(self.serving, backend=self.model.backend)
         if self.min_replicas > self.max_replicas:
             raise ValueError(MSG_MIN_MAX)
         if self.replicas is not None and not (

@@ -13,11 +13,14 @@ from typing import Any
 import kopf
 
 from modelscale.handlers import runtime
-from modelscale.loops import reconcile, scaling
+from modelscale.loops import breaker, reconcile, scaling
 
 log = logging.getLogger(__name__)
 
 LOOPS = "modelscale-loops"
+# The circuit breaker looks more often than the scaler: a sick pod should leave traffic
+# within seconds.
+BREAKER_INTERVAL_SECONDS = 5.0
 
 
 async def _every(
@@ -56,6 +59,14 @@ async def autoscaler_start(memo: kopf.Memo, **_: Any) -> None:
                 initial_delay=config.resync_interval,
             ),
             name="modelscale-resync",
+        ),
+        asyncio.create_task(
+            _every(
+                min(BREAKER_INTERVAL_SECONDS, config.autoscale_interval),
+                "circuit breaker pass",
+                lambda: breaker.run_pass(rt.api, config=config, now=time.time()),
+            ),
+            name="modelscale-breaker",
         ),
     ]
 

@@ -48,6 +48,9 @@ def _kind_api(api: client.ApiClient, kind: str) -> _KindApi:
     if kind == "Service":
         core = client.CoreV1Api(api)
         return _KindApi(core.read_namespaced_service, core.patch_namespaced_service)
+    if kind == "Secret":
+        core = client.CoreV1Api(api)
+        return _KindApi(core.read_namespaced_secret, core.patch_namespaced_secret)
     if kind == "PodDisruptionBudget":
         policy = client.PolicyV1Api(api)
         return _KindApi(

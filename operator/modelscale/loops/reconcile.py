@@ -24,6 +24,7 @@ from modelscale.control import replicas, status, validation
 from modelscale.kube import apply as kube_apply
 from modelscale.kube import events, reads
 from modelscale.kube import status as kube_status
+from modelscale.loops import control_key
 from modelscale.resources import deployment, names, pdb, podsecurity, service
 
 log = logging.getLogger(__name__)
@@ -65,7 +66,9 @@ def converge(
     )
     apply_error = None
     try:
-        for obj in children(md, replicas_=choice.replicas):
+        # The control key's Secret first: the pods cannot start without it.
+        secret = control_key.desired_secret(api, md)
+        for obj in [secret, *children(md, replicas_=choice.replicas)]:
             # The Deployment's replicas were decided from what was read: apply only if
             # nobody (the scaling loop) changed it since, or we would undo their scale.
             guard = current.resource_version if current and obj["kind"] == "Deployment" else None

@@ -30,8 +30,9 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from modelscale import podfacts, telemetry
-from modelscale.api.v1alpha1 import WarmUp
-from modelscale.loops import podcalls
+from modelscale.api.v1alpha1 import ModelDeployment, WarmUp, from_rfc3339
+from modelscale.control import breaker
+from modelscale.loops import control_key, podcalls
 from modelscale.podfacts import ANNOTATION_ATTEMPTS, ANNOTATION_SECONDS_TO_READY, PodFacts
 from modelscale.warmup import client as warmup_client
 from modelscale.warmup import gate, pod_annotations, reasons, verdict
@@ -127,21 +128,26 @@ class WarmupRunner:
         await self._k8s.delete(facts)
 
     async def _wait_for_a_fix(
-        self, facts: PodFacts, md: Mapping[str, Any], message: str
+        self,
+        facts: PodFacts,
+        md: Mapping[str, Any],
+        message: str,
+        *,
+        reason: str = reasons.INVALID_REQUEST,
     ) -> PodFacts:
         """The warm-up cannot be planned from the spec: keep the gate closed, say why on the
         pod and (once) on the ModelDeployment, and look at the spec again later."""
         if gate.condition_differs(
-            facts.warmed_condition, status=False, reason=reasons.INVALID_REQUEST, message=message
+            facts.warmed_condition, status=False, reason=reason, message=message
         ):
             now = self._clock()
             facts = await self._k8s.write_condition(
-                facts, ok=False, reason=reasons.INVALID_REQUEST, message=message, now=now
+                facts, ok=False, reason=reason, message=message, now=now
             )
             await self._k8s.event(
                 podcalls.md_ref(md),
                 warning=True,
-                reason=reasons.INVALID_REQUEST,
+                reason=reason,
                 message=f"pod {facts.name}: {message}",
                 now=now,
             )
@@ -162,6 +168,21 @@ class WarmupRunner:
             )
         if facts.ip is not None:
             self._warmed[facts.uid] = None
+
+    async def _half_open(self, facts: PodFacts, md: ModelDeployment) -> None:
+        """A pod the circuit breaker ejected is warmed up again only after its
+        `probeAfterSeconds` (half-open); the warm-up is the probe."""
+        condition = facts.warmed_condition
+        settings = md.spec.serving.circuit_breaker if md.spec.serving else None
+        if condition is None or condition.reason != breaker.CIRCUIT_OPEN or settings is None:
+            return
+        since = (
+            from_rfc3339(condition.last_transition_time) if condition.last_transition_time else None
+        )
+        delay = breaker.probe_delay(ejected_at=since, settings=settings, now=self._clock())
+        if delay > 0:
+            log.info("%s/%s: ejected; probing it in %.0f s", facts.namespace, facts.name, delay)
+            await asyncio.sleep(delay)
 
     async def warm_up(self, facts: PodFacts, stop: threading.Event) -> None:
         """Warm one pod up, retrying with backoff; the gate opens only on success."""
@@ -185,6 +206,7 @@ class WarmupRunner:
                 facts = await self._wait_for_a_fix(facts, body, found.problem)
                 continue
             settings = md.spec.warm_up
+            await self._half_open(facts, md)
             if not settings.enabled:
                 now = self._clock()
                 await self._k8s.write_condition(
@@ -211,22 +233,30 @@ class WarmupRunner:
                 message=f"warming up (attempt {attempts + 1} of {settings.max_attempts})",
             )
             assert facts.ip is not None  # needs_warmup
+            # The key is needed only to load the model with spec.serving.
+            key = await self._k8s.call(control_key.fetch, self._api, md) if md.spec.serving else ""
             result = await asyncio.get_running_loop().run_in_executor(
                 self._warmups,
                 functools.partial(
                     warmup_client.run_warmup,
-                    target=warmup_client.Target(host=facts.ip, model=md.spec.model.name),
+                    target=warmup_client.Target(
+                        host=facts.ip, model=md.spec.model.name, control_key=key or ""
+                    ),
                     settings=settings,
                     stop=stop,
+                    serving=md.spec.serving,
+                    load_timeout_seconds=float(md.spec.server.startup_timeout_seconds),
                 ),
             )
             telemetry.WARMUPS.labels(facts.namespace, md_name, result.reason).inc()
             telemetry.WARMUP_DURATION.labels(facts.namespace, md_name).observe(
                 result.duration_seconds
             )
-            if result.reason == reasons.INVALID_REQUEST:
+            if result.reason in (reasons.INVALID_REQUEST, reasons.INVALID_SERVING_POLICY):
                 # The spec's fault, not the pod's: replacing pods would not help.
-                facts = await self._wait_for_a_fix(facts, body, result.message)
+                facts = await self._wait_for_a_fix(
+                    facts, body, result.message, reason=result.reason
+                )
                 continue
             if result.ok:
                 now = self._clock()

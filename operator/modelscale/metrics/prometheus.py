@@ -102,6 +102,12 @@ def _instant(
         raise PrometheusError(f"{prom.url}: unexpected answer to {expr}: {err}") from err
 
 
+def instant(prom: PrometheusConnect, *, expr: str, timeout: float) -> list[promql.Sample]:
+    """One instant query now (the circuit breaker's per-pod signals); raises
+    `PrometheusError`."""
+    return _instant(prom, expr=expr, time=None, timeout=timeout)
+
+
 def _short(err: Exception) -> str:
     text = str(err)
     return text if len(text) <= 300 else text[:300] + "..."

@@ -24,7 +24,9 @@ Presets (rate window `rate_window`, default 1m), per signal: vllm / tensorrtllm 
 core (python, onnxruntime, other):
 - token_rate: vllm:generation_tokens_total / nv_llm_output_token_len_sum /
   nv_inference_count (inferences/s: for non-LLM models the spec's per-replica "tokens/s"
-  is inferences/s)
+  is inferences/s) plus the requests Triton refused as REJECTED
+  (`nv_inference_request_failure{reason="REJECTED"}`, what a spec.serving queue policy
+  sheds): shed work is demand, or the scaling signal would hide the need to scale
 - prompt_token_rate: vllm:prompt_tokens_total / nv_llm_input_token_len_sum / none
 - request_rate: vllm:e2e_request_latency_seconds_count / nv_inference_request_success
 - latency_p99: vllm:{time_to_first_token,time_per_output_token,e2e_request_latency}_
@@ -225,8 +227,11 @@ def presets(
             SAMPLE_TIME: Query(SAMPLE_TIME, newest("nv_inference_request_success"), Kind.OLDEST),
         }
     if backend in TRITON_CORE_BACKENDS:
+        served = per_pod(rate("nv_inference_count"))
+        # `or served * 0`: a pod with no failure series yet still reports its served rate.
+        rejected = per_pod(rate("nv_inference_request_failure", 'reason="REJECTED"'))
         return {
-            TOKEN_RATE: Query(TOKEN_RATE, per_pod(rate("nv_inference_count")), Kind.SUM),
+            TOKEN_RATE: Query(TOKEN_RATE, f"{served} + ({rejected} or {served} * 0)", Kind.SUM),
             REQUEST_RATE: Query(
                 REQUEST_RATE, per_pod(rate("nv_inference_request_success")), Kind.SUM
             ),

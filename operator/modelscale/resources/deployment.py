@@ -16,21 +16,29 @@ Choices a reader might question:
   the operator's (e.g. `--model-control-mode=poll`).
 - Pods pass Pod Security `restricted` by default (`podsecurity`): non-root, no privilege
   escalation, no capabilities, seccomp RuntimeDefault.
+- Triton's model-repository, logging and trace APIs require the ModelDeployment's control
+  key (`resources.control`); the operator sends it when it loads the model with
+  `spec.serving` before the warm-up.
+- The pod template carries a hash of `spec.serving`: a policy change rolls the pods, and
+  each new pod is loaded with the new policy before it is warmed up and gets traffic.
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 import math
 from typing import Any
 
 from modelscale.api import v1alpha1
 from modelscale.api.v1alpha1 import ModelDeployment
-from modelscale.resources import names, podsecurity
+from modelscale.resources import control, names, podsecurity
 
 CONTAINER = "triton"
 ZONE_KEY = "topology.kubernetes.io/zone"
 PROBE_PERIOD_SECONDS = 10
+SERVING_HASH_ANNOTATION = "modelscale.dev/serving-policy-hash"
 
 
 def build(md: ModelDeployment, *, replicas: int) -> dict[str, Any]:
@@ -101,10 +109,26 @@ def pod_template(md: ModelDeployment) -> dict[str, Any]:
         "metadata": {
             # The operator's own labels and annotations win over the override's.
             "labels": {**override.labels, **names.labels(md)},
-            "annotations": {**override.annotations, **names.SCRAPE_ANNOTATIONS},
+            "annotations": {**override.annotations, **_annotations(md)},
         },
         "spec": spec,
     }
+
+
+def serving_hash(md: ModelDeployment) -> str | None:
+    """A short hash of `spec.serving` (None when unset: the pod template stays as before)."""
+    if md.spec.serving is None or not any(
+        value is not None for value in md.spec.serving.triton_config.values()
+    ):
+        return None
+    text = json.dumps(md.spec.serving.triton_config, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _annotations(md: ModelDeployment) -> dict[str, str]:
+    policy = serving_hash(md)
+    extra = {SERVING_HASH_ANNOTATION: policy} if policy else {}
+    return {**names.SCRAPE_ANNOTATIONS, **extra}
 
 
 def triton_args(md: ModelDeployment) -> list[str]:
@@ -121,6 +145,7 @@ def triton_args(md: ModelDeployment) -> list[str]:
         ("--allow-metrics", "true"),
         ("--metrics-config", "summary_latencies=true"),
         ("--exit-timeout-secs", str(exit_timeout)),
+        *control.triton_flags(),
     ]
     user_flags = {arg.split("=", 1)[0] for arg in server.args if arg.startswith("--")}
     if "--model-control-mode" in user_flags:
@@ -148,19 +173,21 @@ def container(md: ModelDeployment) -> dict[str, Any]:
         "readinessProbe": _probe("/v2/health/ready", period=5, failure_threshold=3),
         "livenessProbe": _probe("/v2/health/live", failure_threshold=6),
     }
-    if server.env:
-        result["env"] = [
-            {
-                key: value
-                for key, value in (
-                    ("name", e.name),
-                    ("value", e.value),
-                    ("valueFrom", copy.deepcopy(e.value_from)),
-                )
-                if value is not None
-            }
-            for e in server.env
-        ]
+    # The control key first: `$(VAR)` in args expands only from variables defined earlier
+    # in the list, and a user variable of the same name must not replace it.
+    result["env"] = [control.env(md)] + [
+        {
+            key: value
+            for key, value in (
+                ("name", e.name),
+                ("value", e.value),
+                ("valueFrom", copy.deepcopy(e.value_from)),
+            )
+            if value is not None
+        }
+        for e in server.env
+        if e.name != control.ENV
+    ]
     if server.drain_seconds > 0:
         result["lifecycle"] = {"preStop": {"sleep": {"seconds": server.drain_seconds}}}
     mounts = _volume_mounts(md)

@@ -7,6 +7,7 @@ pure `warmup.inputs` and `warmup.verdict`; this module only talks to the server 
 
 from __future__ import annotations
 
+import json
 import logging
 import queue
 import threading
@@ -14,14 +15,15 @@ import time
 import urllib.request
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
 from prometheus_client.parser import text_string_to_metric_families
 
-from modelscale.api.v1alpha1 import WarmUp, WarmUpProtocol
-from modelscale.warmup import inputs, reasons, verdict
+from modelscale.api.v1alpha1 import Serving, WarmUp, WarmUpProtocol
+from modelscale.resources import control
+from modelscale.warmup import inputs, policy, reasons, verdict
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +48,8 @@ class Target:
     grpc_port: int = 8001
     metrics_port: int = 8002
     model_version: str = ""
+    control_key: str = field(default="", repr=False)
+    """Key of Triton's restricted model-repository API (`resources.control`)."""
 
 
 class _Client(Protocol):
@@ -302,12 +306,72 @@ def _send_until_settled(
     )
 
 
+def _load_with_policy(
+    *, target: Target, serving: Serving, timeout: float, started: float
+) -> verdict.WarmupResult | None:
+    """Reload the model with `serving` over its running configuration (Triton's load API
+    with a config override, sent with the control key), unless already in force, and check
+    the configuration the server then reports. None on success, else the failure."""
+    import tritonclient.http as httpclient  # noqa: PLC0415
+    from tritonclient.utils import InferenceServerException  # noqa: PLC0415
+
+    def failed(reason: str, message: str) -> verdict.WarmupResult:
+        return verdict.failure(
+            reason=reason, message=message, duration_seconds=time.monotonic() - started
+        )
+
+    client = httpclient.InferenceServerClient(
+        _url(target, "HTTP"), connection_timeout=min(timeout, 10.0), network_timeout=timeout
+    )
+    try:
+        running = client.get_model_config(target.model, target.model_version)
+        try:
+            override = policy.overlay(running, serving)
+        except policy.PolicyError as err:
+            return failed(reasons.INVALID_SERVING_POLICY, str(err))
+        if not policy.differences(running, serving):
+            return None
+        headers = {control.HEADER: target.control_key} if target.control_key else None
+        try:
+            client.load_model(target.model, headers=headers, config=json.dumps(override))
+        except InferenceServerException as err:
+            text = (
+                f"Triton refused to load model {target.model!r} with spec.serving: {err} "
+                "(Triton's log on the pod has the reason)"
+            )
+            # 400: the server validated the configuration and refused it (the spec's fault);
+            # anything else (403 without the key, a timeout) is not the spec's.
+            if str(err.status()) == "400":
+                return failed(reasons.INVALID_SERVING_POLICY, text)
+            return failed(reasons.POLICY_NOT_APPLIED, text)
+        loaded = client.get_model_config(target.model, target.model_version)
+        left = policy.differences(loaded, serving)
+        if left:
+            return failed(
+                reasons.POLICY_NOT_APPLIED,
+                f"model {target.model!r} loaded, but its configuration differs from "
+                f"spec.serving: {'; '.join(left)}",
+            )
+        log.info("model %s at %s loaded with spec.serving", target.model, target.host)
+        return None
+    except InferenceServerException as err:
+        return failed(reasons.POLICY_NOT_APPLIED, f"reading model {target.model!r}: {err}")
+    finally:
+        client.close()
+
+
 def run_warmup(
-    *, target: Target, settings: WarmUp, stop: threading.Event | None = None
+    *,
+    target: Target,
+    settings: WarmUp,
+    stop: threading.Event | None = None,
+    serving: Serving | None = None,
+    load_timeout_seconds: float = 600.0,
 ) -> verdict.WarmupResult:
-    """Wait for the server and model, read the metadata, and send warm-up requests until
-    the plan says the model has settled (or failed). Never raises for a server problem:
-    the result carries the reason. Raises `StoppedError` if `stop` is set meanwhile."""
+    """Wait for the server and model, load the model with `serving` (if set), read the
+    metadata, and send warm-up requests until the plan says the model has settled (or
+    failed). Never raises for a server problem: the result carries the reason. Raises
+    `StoppedError` if `stop` is set meanwhile."""
     stop = stop or threading.Event()
     started = time.monotonic()
     protocol = settings.protocol
@@ -327,6 +391,26 @@ def run_warmup(
             ),
             duration_seconds=time.monotonic() - started,
         )
+    if serving is not None:
+        client.close()
+        refused = _load_with_policy(
+            target=target, serving=serving, timeout=load_timeout_seconds, started=started
+        )
+        if refused is not None:
+            return refused
+        try:
+            client, _ = _wait_ready(
+                target=target,
+                protocol=protocol,
+                deadline=time.monotonic() + settings.timeout_seconds,
+                stop=stop,
+            )
+        except TimeoutError as err:
+            return verdict.failure(
+                reason=reasons.MODEL_NOT_READY,
+                message=f"model {target.model!r} not ready after loading spec.serving: {err}",
+                duration_seconds=time.monotonic() - started,
+            )
     try:
         metadata, config = _metadata(
             client, target=target, protocol=protocol, timeout=settings.timeout_seconds

@@ -111,7 +111,13 @@ class FakeWarmup:
         self.started: list[str] = []
 
     def __call__(
-        self, *, target: warmup_client.Target, settings: Any, stop: threading.Event
+        self,
+        *,
+        target: warmup_client.Target,
+        settings: Any,
+        stop: threading.Event,
+        serving: Any = None,
+        load_timeout_seconds: float = 0.0,
     ) -> verdict.WarmupResult:
         with self.lock:
             self.running += 1

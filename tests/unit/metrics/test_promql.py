@@ -256,3 +256,13 @@ def test_an_override_returning_an_impossible_value_says_what_to_fix(value: float
     q = promql.override(promql.TOKEN_RATE, "x")
     with pytest.raises(ValueError, match="token_rate: the override returned"):
         promql.aggregate_override(q, [Sample({}, value, 1.0)], key=("ns1", "a"))
+
+
+def test_triton_core_demand_counts_what_triton_shed() -> None:
+    # A spec.serving queue policy refuses work with reason REJECTED: it is demand the pods
+    # could not serve, so the token-rate signal must include it (and only it).
+    expr = promql.presets(backend="python")[promql.TOKEN_RATE].expr
+    assert 'nv_inference_request_failure{reason="REJECTED"}' in expr
+    assert "BACKEND" not in expr
+    # A pod that never failed has no failure series: its served rate must still count.
+    assert " or " in expr

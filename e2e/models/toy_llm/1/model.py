@@ -16,6 +16,18 @@ It behaves like one vLLM engine on one GPU, scaled down so tests stay fast:
   prefill delay that decays linearly, ``COLD_PENALTY * (K - k) / K`` for the k-th request
   (k = 0..K-1): what CUDA-graph capture and cache warm-up do to a real engine. Warm-up matters.
 - **Failure**: ``TOY_LLM_FAIL_LOAD=1`` makes ``initialize`` raise: the model never gets ready.
+- **Failure switch**: a request whose ``sampling_parameters`` hold ``{"toy_fail": true}``
+  makes this server fail every later request at once (Triton error "toy_llm: failure switch
+  on"), ``{"toy_fail": false}`` heals it; the switch request itself is answered. Send it to
+  one pod's IP to make one pod of several sick (the circuit breaker's test). Failed requests
+  are counted in ``toy_llm:request_failures_total``: Triton 2.51 counts a Python-backend
+  error response as a success, so its own failure counter never sees them.
+- **One request at a time per instance** (``TOY_LLM_EXECUTE_BLOCKS=1``): ``execute`` decodes
+  its requests itself (``max_tokens`` x ``TOKEN_COST``) and returns their responses, as a
+  classic (non-LLM) model does. Each model instance then serves one request at a time and
+  the rest wait in Triton's own scheduler queue, where the dynamic batcher's priority levels
+  and queue policies (``spec.serving``) apply. Default: ``execute`` hands requests to the
+  decode loop and returns at once (the engine is the queue, as in vLLM).
 
 Environment variables (read once in ``initialize``; the launcher passes the container env):
 
@@ -27,6 +39,7 @@ Environment variables (read once in ``initialize``; the launcher passes the cont
     TOY_LLM_COLD_REQUESTS      K, number of slow first requests              0
     TOY_LLM_COLD_PENALTY_S     extra delay of the first request              0
     TOY_LLM_FAIL_LOAD          1/true/yes: initialize raises                 unset
+    TOY_LLM_EXECUTE_BLOCKS     1/true/yes: execute decodes and returns       unset
 
 Metrics (Triton metrics port, next to Triton's own ``nv_inference_*``), named and labelled like
 Triton's vLLM backend (labels ``model`` and ``version``), histogram buckets as vLLM's:
@@ -122,6 +135,7 @@ class Config:
     load_delay_s: float
     cold_requests: int
     cold_penalty_s: float
+    execute_blocks: bool = False
 
     @classmethod
     def from_env(cls) -> Config:
@@ -135,6 +149,7 @@ class Config:
             load_delay_s=_env_float("TOY_LLM_LOAD_DELAY_S", 0.0),
             cold_requests=max(0, int(_env_float("TOY_LLM_COLD_REQUESTS", 0))),
             cold_penalty_s=_env_float("TOY_LLM_COLD_PENALTY_S", 0.0),
+            execute_blocks=_env_flag("TOY_LLM_EXECUTE_BLOCKS"),
         )
 
     def step_s(self, in_flight: int) -> float:
@@ -201,6 +216,13 @@ class _Metrics:
                     mf.HISTOGRAM,
                 ),
                 (
+                    "failures",
+                    "toy_llm:request_failures_total",
+                    "Requests the failure switch failed (Triton 2.51 counts a Python-backend "
+                    "error response as a success, so nv_inference_request_failure misses them).",
+                    mf.COUNTER,
+                ),
+                (
                     "running",
                     "vllm:num_requests_running",
                     "Number of requests currently running on GPU.",
@@ -217,6 +239,7 @@ class _Metrics:
         f = self.families
         self.prompt = f["prompt"].Metric(labels=labels)
         self.generation = f["generation"].Metric(labels=labels)
+        self.failures = f["failures"].Metric(labels=labels)
         self.ttft = f["ttft"].Metric(labels=labels, buckets=_TTFT_BUCKETS)
         self.tpot = f["tpot"].Metric(labels=labels, buckets=_TPOT_BUCKETS)
         self.e2e = f["e2e"].Metric(labels=labels, buckets=_E2E_BUCKETS)
@@ -392,6 +415,7 @@ def _scalar(request: Any, name: str) -> Any | None:
 class TritonPythonModel:
     def initialize(self, args: dict[str, str]) -> None:
         self.config = Config.from_env()
+        self.failing = False
         if self.config.load_delay_s > 0:
             time.sleep(self.config.load_delay_s)
         if _env_flag("TOY_LLM_FAIL_LOAD"):
@@ -401,11 +425,37 @@ class TritonPythonModel:
         self.engine = _Engine(self.config, self.metrics)
         pb_utils.Logger.log_info(f"toy_llm loaded: {self.config}")
 
-    def execute(self, requests: list[Any]) -> None:
+    def _immediate(self, request: Any) -> Any | None:
+        """The failure switch: its own answer, or the error of a request while it is on."""
+        try:
+            raw = _scalar(request, "sampling_parameters")
+            params = json.loads(raw) if raw else {}
+        except ValueError:
+            params = {}
+        if isinstance(params, dict) and "toy_fail" in params:
+            self.failing = bool(params["toy_fail"])
+            pb_utils.Logger.log_warn(f"toy_llm: failure switch {'on' if self.failing else 'off'}")
+            text = f"failure switch {'on' if self.failing else 'off'}"
+            out = pb_utils.Tensor("text_output", np.array([text.encode()], dtype=np.object_))
+            return pb_utils.InferenceResponse(output_tensors=[out])
+        if self.failing:
+            self.metrics.put(self.metrics.failures, "increment", 1)
+            return pb_utils.InferenceResponse(
+                error=pb_utils.TritonError("toy_llm: failure switch on")
+            )
+        return None
+
+    def execute(self, requests: list[Any]) -> list[Any] | None:
+        if self.config.execute_blocks:
+            return [self._immediate(r) or self._execute_now(r) for r in requests]
         # Returning None with responses sent through each request's sender is what lets the
         # next execute() start while earlier requests are still decoding.
         for request in requests:
             sender = request.get_response_sender()
+            answer = self._immediate(request)
+            if answer is not None:
+                sender.send(answer, flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+                continue
             try:
                 prompt, max_tokens, exclude = self._parse(request)
             except (ValueError, TypeError) as err:
@@ -417,6 +467,23 @@ class TritonPythonModel:
             self.engine.submit(
                 sender=sender, prompt=prompt, max_tokens=max_tokens, exclude_input=exclude
             )
+
+    def _execute_now(self, request: Any) -> Any:
+        """TOY_LLM_EXECUTE_BLOCKS: decode here, one token per TOKEN_COST, and answer."""
+        start = time.monotonic()
+        try:
+            prompt, max_tokens, exclude = self._parse(request)
+        except (ValueError, TypeError) as err:
+            return pb_utils.InferenceResponse(error=pb_utils.TritonError(str(err)))
+        time.sleep(max_tokens * self.config.token_cost_s)
+        words = " ".join(_VOCAB[i % len(_VOCAB)] for i in range(max_tokens))
+        m = self.metrics
+        m.put(m.prompt, "increment", max(1, len(prompt.split())))
+        m.put(m.generation, "increment", max_tokens)
+        m.put(m.e2e, "observe", time.monotonic() - start)
+        text = words if exclude else f"{prompt} {words}"
+        out = pb_utils.Tensor("text_output", np.array([text.encode()], dtype=np.object_))
+        return pb_utils.InferenceResponse(output_tensors=[out])
 
     def _parse(self, request: Any) -> tuple[str, int, bool]:
         prompt = _scalar(request, "text_input")
