@@ -172,7 +172,18 @@ def _learn(
     share = pressure(obs, config) if adaptive else obs.p99_seconds
     if adaptive and share is not None:
         share *= config.latency_slo_seconds  # every watched signal, in units of its SLO
-    if obs.warmed_replicas > 0 and share is not None:
+    fleet = model.fleet
+    if fleet is None or obs.warmed_replicas > fleet[0]:
+        fleet = (obs.warmed_replicas, obs.sample_time)
+    elif obs.warmed_replicas < fleet[0]:
+        fleet = (obs.warmed_replicas, fleet[1])
+    # Only a fleet that has not grown within the rate window teaches the capacity: just
+    # after a scale-out the window's P99 still shows the backlog of the smaller fleet
+    # while the load is already spread over the larger one (azure-conv x4 learned 300
+    # tok/s on a replica that sustains 690, and kept over 40 replicas where 9 sufficed).
+    # A scale-down (one replica at a time) does not restart the wait: it would never end.
+    steady = not adaptive or obs.sample_time - fleet[1] >= config.rate_window_seconds
+    if obs.warmed_replicas > 0 and share is not None and steady:
         cap = state_mod.capacity_model(config).observe(
             cap,
             load=load / obs.warmed_replicas,
@@ -181,13 +192,17 @@ def _learn(
             slo=config.latency_slo_seconds,
         )
     correction = model.correction
-    if adaptive:
+    # The same for SLO misses: a miss while replicas are still starting, or before the
+    # window has seen the new fleet, is the scale-out not done yet, not a capacity error.
+    if adaptive and steady and obs.current_replicas <= obs.warmed_replicas:
         correction = state_mod.MISSES.update(
             correction,
             pressure=pressure(obs, config),
             demand=load > 0.0 and obs.warmed_replicas > 0,
         )
-    return model._replace(fc=fc, cap=cap, sample_time=obs.sample_time, correction=correction)
+    return model._replace(
+        fc=fc, cap=cap, sample_time=obs.sample_time, correction=correction, fleet=fleet
+    )
 
 
 def _score_forecast(
@@ -354,9 +369,12 @@ def recommend(
     if urgent is not None:
         floor = max(obs.current_replicas, obs.warmed_replicas + 1)
         share = pressure(obs, config)
-        if urgent.reason == LATENCY_SLO and share is not None and config.adaptive:
+        pending = obs.current_replicas > obs.warmed_replicas
+        if urgent.reason == LATENCY_SLO and share is not None and config.adaptive and not pending:
             # Far over the SLO is far over capacity: one replica at a time would take a
-            # horizon per replica to catch up with a step in demand.
+            # horizon per replica to catch up with a step in demand. Not again while the
+            # replicas it asked for are still starting: the P99 of the rate window lags,
+            # and multiplying on every pass took azure-conv x4 from 13 to 47 replicas.
             floor = max(floor, math.ceil(obs.warmed_replicas * min(share, BURST_CAP) - 1e-9))
         if floor > replicas:
             replicas, reason = floor, urgent.reason

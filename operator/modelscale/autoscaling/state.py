@@ -70,6 +70,9 @@ class PolicyModel(NamedTuple):
     correction: float = 1.0
     # The demand (work rate) of the previous sample, for the step response.
     rate: float | None = None
+    # (warmed replicas, first sample time at that count): how long the fleet serving the
+    # rate window has been the same (see demand.steady).
+    fleet: tuple[int, float] | None = None
 
 
 def load(data: dict[str, Any], *, config: PolicyConfig) -> PolicyModel:
@@ -109,6 +112,7 @@ def _parse(data: dict[str, Any], *, config: PolicyConfig) -> PolicyModel:
         err=ERRORS.from_dict(data["err"]) if "err" in data else adapt.ErrorState(),
         correction=float(data.get("cor", 1.0)),
         rate=None if data.get("r") is None else float(data["r"]),
+        fleet=None if not data.get("fl") else (int(data["fl"][0]), float(data["fl"][1])),
     )
 
 
@@ -128,6 +132,7 @@ def dump(m: PolicyModel, *, config: PolicyConfig) -> dict[str, Any]:
         "err": ERRORS.to_dict(m.err),
         "cor": m.correction,
         "r": m.rate,
+        "fl": None if m.fleet is None else [m.fleet[0], m.fleet[1]],
     }
 
 

@@ -88,6 +88,10 @@ class PolicyConfig:
     # from SLO misses, step and burst response, no hysteresis at zero demand. False: the
     # spec's capacity as a ceiling with the constant `headroom` (the policy before).
     adaptive: bool = True
+    # The window of the rate and P99 queries (PromQL `[1m]`), in seconds. With `adaptive`,
+    # a (load, P99) pair teaches the capacity model only once the warmed fleet has been
+    # the same for a whole window (see recommender._learn).
+    rate_window_seconds: float = 60.0
 
 
 @dataclass(frozen=True)
