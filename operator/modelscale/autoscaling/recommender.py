@@ -234,6 +234,9 @@ class ForecastNeed(NamedTuple):
     forecast: forecast_mod.Forecast
     horizon: float  # seconds ahead the forecast looked
     predicted_p99: float | None  # P99 the latency curve predicts at `replicas`
+    # Nothing served, prefilled or queued over the whole rate window, and no daily
+    # profile that expects more: demand is zero and a scale-down need not wait.
+    idle: bool = False
 
 
 def recommend_for_forecast(
@@ -255,7 +258,8 @@ def recommend_for_forecast(
     upper = fc.upper if factor is None else fc.mean * factor
     demand = upper if backlog_draining else max(upper, now_rate)
     idle = adaptive and zero_demand(obs) and not backlog_draining
-    if idle and not state_mod.FORECASTERS[config.seasonality].uses_profile(model.fc):
+    idle = idle and not state_mod.FORECASTERS[config.seasonality].uses_profile(model.fc)
+    if idle:
         # Nothing served for a whole rate window and no daily profile that expects more:
         # the forecast's slowly decaying level is not demand.
         demand = 0.0
@@ -311,6 +315,7 @@ def recommend_for_forecast(
         forecast=fc,
         horizon=horizon,
         predicted_p99=predicted,
+        idle=idle,
     )
 
 
@@ -357,8 +362,14 @@ def recommend(
     fresh = obs.sample_time is not None and (seen is None or obs.sample_time > seen)
     model = _learn(obs, config=config, model=model, backlog_draining=backlog)
     need = recommend_for_forecast(obs, config=config, model=model, backlog_draining=backlog)
-    if fresh and not backlog:
+    # Forecasts made before the forecaster has seen its warm-up samples are not scored:
+    # a model that has seen one minute of traffic misses any ramp, and its errors (x1.7
+    # on azure-conv x4's first minutes) would set the measured headroom for an hour.
+    learned = model.fc.raw.n >= state_mod.FORECASTER.holt.warmup
+    if fresh and not backlog and learned:
         model = _score_forecast(obs, config=config, model=model, need=need)
+    elif fresh and not backlog:
+        model = model._replace(rate=_round(work_rate(obs, config=config, model=model)))
     replicas, reason, message = need.replicas, need.reason, need.message
     if backlog:
         message += (
@@ -403,7 +414,13 @@ def recommend(
         window = config.scale_down_stabilization_seconds
         covered = model.since is not None and obs.now - model.since >= window
         near_slo = latency_margin_short(obs, config)
-        if near_slo is not None:
+        if need.idle:
+            # Zero demand for a whole rate window: the stabilisation window guards
+            # against demand that jitters, and there is none. Waiting it out kept 3
+            # replicas for minutes after the load stopped (issue 11).
+            final = clamped
+            message = f"{message}; no demand for a whole rate window: scaling down to {final} now"
+        elif near_slo is not None:
             final = current
             reason = LATENCY_MARGIN
             message = f"{message}; holding {current}: {near_slo}"
