@@ -414,7 +414,17 @@ def recommend(
         window = config.scale_down_stabilization_seconds
         covered = model.since is not None and obs.now - model.since >= window
         near_slo = latency_margin_short(obs, config)
-        if need.idle:
+        starting = current - obs.warmed_replicas
+        if config.adaptive and starting > 0 and near_slo is None and not need.idle:
+            # Replicas still starting that the forecast no longer needs are cancelled at
+            # once (Kubernetes deletes not-ready pods first): they serve nothing yet, so
+            # the stabilisation window that protects serving capacity does not apply.
+            final = max(clamped, obs.warmed_replicas)
+            message = (
+                f"{message}; cancelling {_replicas(current - final)} still starting "
+                "that the forecast no longer needs"
+            )
+        elif need.idle:
             # Zero demand for a whole rate window: the stabilisation window guards
             # against demand that jitters, and there is none. Waiting it out kept 3
             # replicas for minutes after the load stopped (issue 11).
