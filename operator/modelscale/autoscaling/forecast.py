@@ -1,19 +1,8 @@
-"""Token-rate forecasters with prediction intervals, updated online (`Naive` and `Holt` are
-defined in holt.py and re-exported here; `Seasonal` and the registry live here).
+"""Token-rate forecasters with prediction intervals, updated online: the seasonal one and
+the registry. The interface every forecaster shares (so the recommender, the tests and
+`bench/forecast_mape.py` can swap them), `Naive` and `Holt` are in holt.py and
+re-exported here.
 
-Every forecaster has the same interface so the recommender, the tests and
-`bench/forecast_mape.py` can swap them:
-
-    state = f.initial()
-    state = f.update(state, t=..., value=...)       # one sample, time in Unix seconds
-    fc = f.forecast(state, t=now, horizon=120.0)     # Forecast(mean, upper) at now + horizon
-    f.to_dict(state) / f.from_dict(data)            # JSON-safe, compact (kept in status)
-
-- `Naive`: the last value (baseline for MAPE).
-- `Holt`: damped Holt (level + trend, damping phi) that accepts irregular sampling; the
-  upper bound comes from a running one-step error variance, propagated to h steps with
-  the closed-form variance of ETS(A,Ad,N). Residuals are winsorised at `clip` standard
-  errors, so one minute-scale burst moves the level by at most alpha * clip * sigma.
 - `Seasonal`: multiplicative time-of-day profile (`bins` bins over a day, each an EWMA of
   the rate seen in that bin) times a damped Holt on the deseasonalised rate. It behaves
   exactly like `Holt` until one full day has been seen and every bin has data.
