@@ -116,11 +116,11 @@ class Holt:
     phi: float = 0.9
     alpha_max: float = 0.6
     phi_max: float = 0.99
-    track_alpha: float = 0.15
-    clip: float = 2.5
+    track_alpha: float = 0.15  # EWMA weight of the tracking signal's two averages
+    clip: float = 2.5  # residuals winsorised at this many standard errors
     z: float = 1.645
-    var_alpha: float = 0.08
-    warmup: int = 8
+    var_alpha: float = 0.08  # EWMA weight of the one-step error variance
+    warmup: int = 8  # samples before clipping applies
     # Robust-scale floor as a share of the level: on a perfectly steady series the error
     # variance is ~0 and would otherwise disable the burst clipping.
     min_rel_sigma: float = 0.05
