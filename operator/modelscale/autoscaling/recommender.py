@@ -178,7 +178,18 @@ def _learn(
     share = pressure(obs, config) if adaptive else obs.p99_seconds
     if adaptive and share is not None:
         share *= config.latency_slo_seconds  # every watched signal, in units of its SLO
-    if obs.warmed_replicas > 0 and share is not None:
+    fleet = model.fleet
+    if fleet is None or obs.warmed_replicas > fleet[0]:
+        fleet = (obs.warmed_replicas, obs.sample_time)
+    elif obs.warmed_replicas < fleet[0]:
+        fleet = (obs.warmed_replicas, fleet[1])
+    # Only a fleet that has not grown within the rate window teaches the capacity: just
+    # after a scale-out the window's P99 still shows the backlog of the smaller fleet
+    # while the load is already spread over the larger one (azure-conv x4 learned 300
+    # tok/s on a replica that sustains 690, and kept over 40 replicas where 9 sufficed).
+    # A scale-down (one replica at a time) does not restart the wait: it would never end.
+    steady = not adaptive or obs.sample_time - fleet[1] >= config.rate_window_seconds
+    if obs.warmed_replicas > 0 and share is not None and steady:
         cap = state_mod.capacity_model(config).observe(
             cap,
             load=load / obs.warmed_replicas,
@@ -187,13 +198,17 @@ def _learn(
             slo=config.latency_slo_seconds,
         )
     correction = model.correction
-    if adaptive:
+    # The same for SLO misses: a miss while replicas are still starting, or before the
+    # window has seen the new fleet, is the scale-out not done yet, not a capacity error.
+    if adaptive and steady and obs.current_replicas <= obs.warmed_replicas:
         correction = state_mod.MISSES.update(
             correction,
             pressure=pressure(obs, config),
             demand=load > 0.0 and obs.warmed_replicas > 0,
         )
-    return model._replace(fc=fc, cap=cap, sample_time=obs.sample_time, correction=correction)
+    return model._replace(
+        fc=fc, cap=cap, sample_time=obs.sample_time, correction=correction, fleet=fleet
+    )
 
 
 def _score_forecast(
@@ -225,6 +240,9 @@ class ForecastNeed(NamedTuple):
     forecast: forecast_mod.Forecast
     horizon: float  # seconds ahead the forecast looked
     predicted_p99: float | None  # P99 the latency curve predicts at `replicas`
+    # Nothing served, prefilled or queued over the whole rate window, and no daily
+    # profile that expects more: demand is zero and a scale-down need not wait.
+    idle: bool = False
 
 
 def recommend_for_forecast(
@@ -246,7 +264,8 @@ def recommend_for_forecast(
     upper = fc.upper if factor is None else fc.mean * factor
     demand = upper if backlog_draining else max(upper, now_rate)
     idle = adaptive and zero_demand(obs) and not backlog_draining
-    if idle and not state_mod.FORECASTERS[config.seasonality].uses_profile(model.fc):
+    idle = idle and not state_mod.FORECASTERS[config.seasonality].uses_profile(model.fc)
+    if idle:
         # Nothing served for a whole rate window and no daily profile that expects more:
         # the forecast's slowly decaying level is not demand.
         demand = 0.0
@@ -302,6 +321,7 @@ def recommend_for_forecast(
         forecast=fc,
         horizon=horizon,
         predicted_p99=predicted,
+        idle=idle,
     )
 
 
@@ -348,8 +368,14 @@ def recommend(
     fresh = obs.sample_time is not None and (seen is None or obs.sample_time > seen)
     model = _learn(obs, config=config, model=model, backlog_draining=backlog)
     need = recommend_for_forecast(obs, config=config, model=model, backlog_draining=backlog)
-    if fresh and not backlog:
+    # Forecasts made before the forecaster has seen its warm-up samples are not scored:
+    # a model that has seen one minute of traffic misses any ramp, and its errors (x1.7
+    # on azure-conv x4's first minutes) would set the measured headroom for an hour.
+    learned = model.fc.raw.n >= state_mod.FORECASTER.holt.warmup
+    if fresh and not backlog and learned:
         model = _score_forecast(obs, config=config, model=model, need=need)
+    elif fresh and not backlog:
+        model = model._replace(rate=_round(work_rate(obs, config=config, model=model)))
     replicas, reason, message = need.replicas, need.reason, need.message
     if backlog:
         message += (
@@ -360,9 +386,12 @@ def recommend(
     if urgent is not None:
         floor = max(obs.current_replicas, obs.warmed_replicas + 1)
         share = pressure(obs, config)
-        if urgent.reason == LATENCY_SLO and share is not None and config.adaptive:
+        pending = obs.current_replicas > obs.warmed_replicas
+        if urgent.reason == LATENCY_SLO and share is not None and config.adaptive and not pending:
             # Far over the SLO is far over capacity: one replica at a time would take a
-            # horizon per replica to catch up with a step in demand.
+            # horizon per replica to catch up with a step in demand. Not again while the
+            # replicas it asked for are still starting: the P99 of the rate window lags,
+            # and multiplying on every pass took azure-conv x4 from 13 to 47 replicas.
             floor = max(floor, math.ceil(obs.warmed_replicas * min(share, BURST_CAP) - 1e-9))
         if floor > replicas:
             replicas, reason = floor, urgent.reason
@@ -391,12 +420,28 @@ def recommend(
         window = config.scale_down_stabilization_seconds
         covered = model.since is not None and obs.now - model.since >= window
         near_slo = latency_margin_short(obs, config)
+        starting = current - obs.warmed_replicas
         partial = first_block(obs, config, SCALE_DOWN_CHECKS)
         if partial is not None:
             final = current
             reason = partial.reason
             message = f"{message}; holding {current}, no scale-down on partial data: "
             message += partial.message
+        elif config.adaptive and starting > 0 and near_slo is None and not need.idle:
+            # Replicas still starting that the forecast no longer needs are cancelled at
+            # once (Kubernetes deletes not-ready pods first): they serve nothing yet, so
+            # the stabilisation window that protects serving capacity does not apply.
+            final = max(clamped, obs.warmed_replicas)
+            message = (
+                f"{message}; cancelling {_replicas(current - final)} still starting "
+                "that the forecast no longer needs"
+            )
+        elif need.idle:
+            # Zero demand for a whole rate window: the stabilisation window guards
+            # against demand that jitters, and there is none. Waiting it out kept 3
+            # replicas for minutes after the load stopped (issue 11).
+            final = clamped
+            message = f"{message}; no demand for a whole rate window: scaling down to {final} now"
         elif near_slo is not None:
             final = current
             reason = LATENCY_MARGIN

@@ -70,7 +70,7 @@ def test_a_busy_burst_is_forgotten_once_the_fleet_no_longer_runs_at_that_load() 
     assert model.capacity(s, target=PRIOR) > 800.0
     kept = replace(model, forget_every=0)
     s = kept.initial(target=PRIOR)
-    for load, p99, n in ((600.0, 0.7, 10), (700.0, 1.9, 5), (600.0, 0.7, 120)):
+    for load, p99, n in ((600.0, 0.7, 10), (700.0, 2.1, 5), (600.0, 0.7, 120)):
         for _ in range(n):
             s = kept.observe(s, load=load, p99=p99, target=PRIOR, slo=SLO)
     # Without forgetting: pinned where the old busy bin's curve crosses 0.9 x SLO.
@@ -203,13 +203,14 @@ def test_a_p99_far_over_the_slo_scales_by_the_overshoot() -> None:
 @pytest.mark.parametrize(
     ("adaptive", "within_s"),
     [
-        pytest.param(True, 300.0 + 2 * 15.0, id="learning-policy-window-then-steps"),
+        pytest.param(True, 0.0, id="learning-policy-at-once"),
         pytest.param(False, None, id="previous-policy-held-longer"),
     ],
 )
 def test_zero_demand_scales_down_without_hysteresis(adaptive: bool, within_s: float | None) -> None:
-    """3 replicas busy, then nothing at all: down to 1 after the 300 s window and one step
-    per pass, not held by hysteresis or by the forecast's slowly decaying level."""
+    """3 replicas busy, then nothing at all over the rate window: down to 1 on the first
+    pass that sees it, not held by the 300 s stabilisation window, the one-step limit,
+    hysteresis or the forecast's slowly decaying level (the previous policy waits)."""
     config = replace(CONFIG, adaptive=adaptive)
     replicas, st, t = settle(config, rate=1200.0, replicas=3, p99=0.5)
     replicas = 3
@@ -239,3 +240,64 @@ def test_a_version_1_status_keeps_its_forecaster_and_relearns_capacity() -> None
     model = state.load(v1, config=CONFIG)
     assert model.fc == state.load(st.model, config=old).fc
     assert model.cap.total == 0  # capacity bins start again at the new layout
+
+
+def test_a_backlog_seen_just_after_a_scale_out_teaches_nothing() -> None:
+    """The fleet doubled a moment ago; the 1-minute P99 still shows the smaller fleet's
+    backlog. That P99 over the load now spread over twice the pods must not lower the
+    learned capacity or the SLO-miss correction, nor double the fleet again while pods
+    start; once the new fleet has served a whole rate window, misses count again."""
+    r0, st, t = settle(CONFIG, rate=2000.0, replicas=3, p99=0.5)
+    before = state.load(st.model, config=CONFIG)
+    grown = 2 * r0
+    for _ in range(3):  # 45 s: less than the 60 s rate window
+        rec, st = recommender.recommend(
+            obs(t, rate=2000.0, replicas=grown, p99=6.0), config=CONFIG, state=st
+        )
+        t += 15.0
+    after = state.load(st.model, config=CONFIG)
+    assert after.cap.capacity == before.cap.capacity
+    assert after.correction == before.correction
+    pending = Observation(
+        now=t,
+        token_rate=2000.0,
+        p99_seconds=6.0,
+        queue_depth=0.0,
+        sample_time=t - 1.0,
+        warmed_replicas=grown,
+        current_replicas=grown + 2,
+    )
+    rec, _ = recommender.recommend(pending, config=CONFIG, state=st)
+    assert rec.reason == recommender.LATENCY_SLO
+    assert rec.replicas == grown + 2  # held: the replicas asked for are still starting
+    for _ in range(3):  # the grown fleet has now served the window and still misses
+        rec, st = recommender.recommend(
+            obs(t, rate=2000.0, replicas=grown, p99=6.0), config=CONFIG, state=st
+        )
+        t += 15.0
+    assert state.load(st.model, config=CONFIG).correction < before.correction
+
+
+def test_replicas_still_starting_are_cancelled_once_the_forecast_no_longer_needs_them() -> None:
+    """A step that came and went while 3 replicas were starting: they are cancelled at once
+    (they serve nothing yet), without the 300 s scale-down window; never below the warmed
+    replicas, and not while a P99 is near its SLO."""
+    r0, st, t = settle(CONFIG, rate=2000.0, replicas=3, p99=0.5)
+
+    def starting(p99: float) -> Observation:
+        return Observation(
+            now=t,
+            token_rate=2000.0,
+            p99_seconds=p99,
+            queue_depth=0.0,
+            sample_time=t - 1.0,
+            warmed_replicas=r0,
+            current_replicas=r0 + 3,
+        )
+
+    rec, _ = recommender.recommend(starting(0.5), config=CONFIG, state=st)
+    assert r0 <= rec.replicas < r0 + 3
+    assert "still starting" in rec.message
+    held, _ = recommender.recommend(starting(1.6), config=CONFIG, state=st)
+    assert held.replicas == r0 + 3
+    assert held.reason == recommender.LATENCY_MARGIN

@@ -112,7 +112,9 @@ def fresh(token_rate: float, *, reporting: int = 2, p99: float | None = 1.2) -> 
             fresh(100.0),
             [pod("a"), pod("b"), pod("c", deleting=True)],
             3,
-            Expect(3, "ScaleDownStabilizing", warmed=2, horizon=None, acts=False),
+            # The terminating pod is neither capacity nor kept: the two warmed ones are
+            # enough, and a replica that serves nothing is let go at once.
+            Expect(2, "ForecastTokenRate", warmed=2, horizon=None, acts=True),
             id="terminating-pod-is-not-capacity",
         ),
         pytest.param(
@@ -178,7 +180,7 @@ TWO = [pod("a"), pod("b")]
         pytest.param(
             fresh(0.0, p99=None),
             3,
-            2,
+            1,  # zero demand: straight to minReplicas
             "MinReplicas",
             "",
             id="no-traffic-no-p99-still-scales-down",
