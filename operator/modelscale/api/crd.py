@@ -120,8 +120,12 @@ def _expand_defaults(node: Schema) -> None:
 
 
 def _at(schema: Schema, path: str) -> Schema:
+    """The node at `path` ("server.env[]": the items of the list `server.env`)."""
     for part in filter(None, path.split(".")):
-        schema = schema["properties"][part]
+        field, items = part.removesuffix("[]"), part.endswith("[]")
+        schema = schema["properties"][field]
+        if items:
+            schema = schema["items"]
     return schema
 
 
@@ -150,6 +154,9 @@ def openapi_schema() -> Schema:
             "spec": spec,
             "status": status,
         },
+        "x-kubernetes-validations": [
+            {"rule": rule, "message": message} for rule, message in v1alpha1.OBJECT_RULES
+        ],
     }
 
 

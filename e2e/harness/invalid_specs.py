@@ -1,0 +1,206 @@
+"""The one table of invalid ModelDeployment specs, shared by every suite that checks refusals:
+the parser's (tests/unit/api), the CRD's on the real apiserver (tests/integration) and the
+installed operator's (e2e). Each row says what a user reads from each of them: the words of
+the apiserver's refusal (`kubectl apply`) and of the operator's parser (pydantic).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from modelscale.api import v1alpha1
+
+
+@dataclass(frozen=True)
+class InvalidSpec:
+    id: str
+    spec: dict[str, Any]
+    apiserver: str  # in the apiserver's message (kubectl apply's stderr)
+    parser: str  # in str(ValidationError) of ModelDeployment.model_validate
+    smoke: bool = False  # also run by the e2e suite against the installed operator
+
+
+def _same(id_: str, spec: dict[str, Any], message: str, *, smoke: bool = False) -> InvalidSpec:
+    """A cross-field rule: the CEL message and the parser's are one constant."""
+    return InvalidSpec(id_, spec, apiserver=message, parser=message, smoke=smoke)
+
+
+def _quantity(id_: str, spec: dict[str, Any], field: str) -> InvalidSpec:
+    return InvalidSpec(id_, spec, apiserver=f"{field}: Invalid value", parser=v1alpha1.MSG_QUANTITY)
+
+
+def _pattern(id_: str, spec: dict[str, Any], field: str) -> InvalidSpec:
+    return InvalidSpec(id_, spec, apiserver=f"{field} in body should match", parser="should match")
+
+
+TABLE: tuple[InvalidSpec, ...] = (
+    _same("min-over-max", {"minReplicas": 5, "maxReplicas": 2}, v1alpha1.MSG_MIN_MAX, smoke=True),
+    _same("replicas-over-max", {"replicas": 20, "maxReplicas": 4}, v1alpha1.MSG_REPLICAS_BOUNDS),
+    _same("replicas-under-min", {"replicas": 0, "minReplicas": 1}, v1alpha1.MSG_REPLICAS_BOUNDS),
+    InvalidSpec(
+        "negative-gpus",
+        {"server": {"gpus": -1}},
+        apiserver="should be greater than or equal to 0",
+        parser="greater than or equal to 0",
+        smoke=True,
+    ),
+    InvalidSpec(
+        "unknown-mode",
+        {"scaling": {"mode": "Sometimes"}},
+        apiserver='Unsupported value: "Sometimes"',
+        parser="'Predictive', 'RecommendOnly' or 'External'",
+        smoke=True,
+    ),
+    InvalidSpec(
+        "zero-slo",
+        {"scaling": {"targets": {"latencySLO": {"p99Seconds": 0}}}},
+        apiserver="should be greater than or equal to 0.001",
+        parser="greater than or equal to 0.001",
+    ),
+    InvalidSpec(
+        "headroom-over-1",
+        {"scaling": {"targets": {"headroom": 1.5}}},
+        apiserver="should be less than or equal to 1",
+        parser="less than or equal to 1",
+    ),
+    InvalidSpec(
+        # 5e-324 planned for no capacity at all: OverflowError in the policy.
+        "headroom-tiny",
+        {"scaling": {"targets": {"headroom": 5e-324}}},
+        apiserver="should be greater than or equal to 0.01",
+        parser="greater than or equal to 0.01",
+    ),
+    InvalidSpec(
+        "negative-capacity",
+        {"scaling": {"targets": {"tokensPerSecondPerReplica": -3}}},
+        apiserver="should be greater than or equal to 0.001",
+        parser="greater than or equal to 0.001",
+    ),
+    _same(
+        "floor-without-replicas",
+        {"scaling": {"onMissingMetrics": {"behavior": "Floor"}}},
+        v1alpha1.MSG_FLOOR,
+    ),
+    _same(
+        "warm-up-without-inputs", {"warmUp": {"autoGenerate": False}}, v1alpha1.MSG_WARMUP_INPUTS
+    ),
+    _same(
+        "stable-n-over-count",
+        {"warmUp": {"count": 2, "success": {"stableLastN": 3}}},
+        v1alpha1.MSG_STABLE_N,
+    ),
+    _same("bad-percent", {"disruption": {"maxUnavailable": "half"}}, v1alpha1.MSG_MAX_UNAVAILABLE),
+    _same(
+        "negative-unavailable", {"disruption": {"maxUnavailable": -1}}, v1alpha1.MSG_MAX_UNAVAILABLE
+    ),
+    _same(
+        "drain-over-grace",
+        {"server": {"drainSeconds": 60, "terminationGracePeriodSeconds": 30}},
+        v1alpha1.MSG_DRAIN,
+    ),
+    InvalidSpec(
+        "unknown-anti-affinity",
+        {"placement": {"antiAffinity": "Always"}},
+        apiserver='Unsupported value: "Always"',
+        parser="'Preferred', 'Required' or 'None'",
+    ),
+    InvalidSpec(
+        "missing-repository",
+        {"model": {"name": "m"}},
+        apiserver="spec.model.repository: Required value",
+        parser="repository",
+    ),
+    InvalidSpec(
+        "typo-field",
+        {"server": {"gpu": 2}},
+        apiserver='unknown field "spec.server.gpu"',
+        parser="Extra inputs are not permitted",
+    ),
+    InvalidSpec(
+        "old-behaviour-spelling",
+        {"scaling": {"onMissingMetrics": {"behaviour": "Hold"}}},
+        apiserver='unknown field "spec.scaling.onMissingMetrics.behaviour"',
+        parser="Extra inputs are not permitted",
+    ),
+    InvalidSpec(
+        "old-stabilization-name",
+        {"scaling": {"scaleDown": {"stabilizationSeconds": 60}}},
+        apiserver='unknown field "spec.scaling.scaleDown.stabilizationSeconds"',
+        parser="Extra inputs are not permitted",
+    ),
+    _quantity(
+        "memory-not-a-quantity",
+        {"server": {"resources": {"requests": {"memory": "lots"}}}},
+        "spec.server.resources.requests.memory",
+    ),
+    _quantity(
+        "cpu-with-words",
+        {"server": {"resources": {"limits": {"cpu": "4 cores"}}}},
+        "spec.server.resources.limits.cpu",
+    ),
+    _quantity(
+        "negative-cpu",
+        {"server": {"resources": {"requests": {"cpu": -1}}}},
+        "spec.server.resources.requests.cpu",
+    ),
+    _quantity(
+        "negative-memory-string",
+        {"server": {"resources": {"limits": {"memory": "-1Gi"}}}},
+        "spec.server.resources.limits.memory",
+    ),
+    InvalidSpec(
+        "gpus-string",
+        {"server": {"gpus": "1"}},
+        apiserver="spec.server.gpus: Invalid value",
+        parser="valid integer",
+    ),
+    _same(
+        "requests-over-limits",
+        {"server": {"resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "1500m"}}}},
+        v1alpha1.MSG_REQUESTS_OVER_LIMITS,
+    ),
+    _same(
+        "env-value-and-value-from",
+        {
+            "server": {
+                "env": [{"name": "T", "value": "x", "valueFrom": {"fieldRef": {"fieldPath": "a"}}}]
+            }
+        },
+        v1alpha1.MSG_ENV_VALUE,
+    ),
+    _same(
+        "node-selector-bad-key",
+        {"server": {"nodeSelector": {"gpu type": "a100"}}},
+        v1alpha1.MSG_LABEL_KEYS,
+    ),
+    _pattern(
+        "node-selector-value-with-space",
+        {"server": {"nodeSelector": {"gpu": "a 100"}}},
+        "spec.server.nodeSelector.gpu",
+    ),
+    _pattern(
+        "topology-key-with-space",
+        {"placement": {"topologyKey": "zone name"}},
+        "spec.placement.topologyKey",
+    ),
+    _pattern(
+        "gpu-resource-without-domain",
+        {"server": {"gpuResourceName": "gpu"}},
+        "spec.server.gpuResourceName",
+    ),
+    _pattern("shm-size-not-a-quantity", {"server": {"shmSize": "big"}}, "spec.server.shmSize"),
+    _same(
+        "scale-to-zero-predictive",
+        {"minReplicas": 0, "scaling": {"mode": "Predictive"}},
+        v1alpha1.MSG_SCALE_TO_ZERO,
+        smoke=True,
+    ),
+)
+
+
+def rows(*, smoke_only: bool = False) -> list[Any]:
+    """The table as `pytest.param(row, id=row.id)`, for `parametrize("row", rows())`."""
+    return [pytest.param(row, id=row.id) for row in TABLE if row.smoke or not smoke_only]
