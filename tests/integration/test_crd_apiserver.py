@@ -96,12 +96,12 @@ def test_kubectl_explain_describes_the_fields(
 def test_cpu_and_memory_are_int_or_string_quantities(
     installed: None, kubectl: Kubectl, namespace: str
 ) -> None:
-    resources = {"requests": {"cpu": 4, "memory": "32Gi"}, "limits": {"cpu": "500m"}}
+    resources = {"requests": {"cpu": 4, "memory": "32Gi"}, "limits": {"cpu": "4500m"}}
     kubectl.apply(md("quantities", namespace, server={"resources": resources}))
     stored = kubectl.json("-n", namespace, "get", "mdep", "quantities")
     assert stored["spec"]["server"]["resources"]["requests"] == {"cpu": 4, "memory": "32Gi"}
     parsed = ModelDeployment.model_validate(stored).spec.server.resources
-    assert (parsed.requests.cpu, parsed.limits.cpu) == ("4", "500m")
+    assert (parsed.requests.cpu, parsed.limits.cpu) == ("4", "4500m")
 
 
 def test_scale_subresource_and_status(installed: None, kubectl: Kubectl, namespace: str) -> None:
