@@ -32,6 +32,18 @@ def _quantity(id_: str, spec: dict[str, Any], field: str) -> InvalidSpec:
     return InvalidSpec(id_, spec, apiserver=f"{field}: Invalid value", parser=v1alpha1.MSG_QUANTITY)
 
 
+def _bound(id_: str, spec: dict[str, Any], words: str, *, smoke: bool = False) -> InvalidSpec:
+    """A schema bound: the apiserver says "should be WORDS", pydantic "WORDS"."""
+    return InvalidSpec(id_, spec, apiserver=f"should be {words}", parser=words, smoke=smoke)
+
+
+def _unknown(id_: str, spec: dict[str, Any], field: str) -> InvalidSpec:
+    """A field the schema does not have (a typo, an old name)."""
+    return InvalidSpec(
+        id_, spec, apiserver=f'unknown field "{field}"', parser="Extra inputs are not permitted"
+    )
+
+
 def _pattern(id_: str, spec: dict[str, Any], field: str) -> InvalidSpec:
     return InvalidSpec(id_, spec, apiserver=f"{field} in body should match", parser="should match")
 
@@ -40,13 +52,7 @@ TABLE: tuple[InvalidSpec, ...] = (
     _same("min-over-max", {"minReplicas": 5, "maxReplicas": 2}, v1alpha1.MSG_MIN_MAX, smoke=True),
     _same("replicas-over-max", {"replicas": 20, "maxReplicas": 4}, v1alpha1.MSG_REPLICAS_BOUNDS),
     _same("replicas-under-min", {"replicas": 0, "minReplicas": 1}, v1alpha1.MSG_REPLICAS_BOUNDS),
-    InvalidSpec(
-        "negative-gpus",
-        {"server": {"gpus": -1}},
-        apiserver="should be greater than or equal to 0",
-        parser="greater than or equal to 0",
-        smoke=True,
-    ),
+    _bound("negative-gpus", {"server": {"gpus": -1}}, "greater than or equal to 0", smoke=True),
     InvalidSpec(
         "unknown-mode",
         {"scaling": {"mode": "Sometimes"}},
@@ -54,30 +60,24 @@ TABLE: tuple[InvalidSpec, ...] = (
         parser="'Predictive', 'RecommendOnly' or 'External'",
         smoke=True,
     ),
-    InvalidSpec(
+    _bound(
         "zero-slo",
         {"scaling": {"targets": {"latencySLO": {"p99Seconds": 0}}}},
-        apiserver="should be greater than or equal to 0.001",
-        parser="greater than or equal to 0.001",
+        "greater than or equal to 0.001",
     ),
-    InvalidSpec(
-        "headroom-over-1",
-        {"scaling": {"targets": {"headroom": 1.5}}},
-        apiserver="should be less than or equal to 1",
-        parser="less than or equal to 1",
+    _bound(
+        "headroom-over-1", {"scaling": {"targets": {"headroom": 1.5}}}, "less than or equal to 1"
     ),
-    InvalidSpec(
-        # 5e-324 planned for no capacity at all: OverflowError in the policy.
+    # 5e-324 planned for no capacity at all: OverflowError in the policy.
+    _bound(
         "headroom-tiny",
         {"scaling": {"targets": {"headroom": 5e-324}}},
-        apiserver="should be greater than or equal to 0.01",
-        parser="greater than or equal to 0.01",
+        "greater than or equal to 0.01",
     ),
-    InvalidSpec(
+    _bound(
         "negative-capacity",
         {"scaling": {"targets": {"tokensPerSecondPerReplica": -3}}},
-        apiserver="should be greater than or equal to 0.001",
-        parser="greater than or equal to 0.001",
+        "greater than or equal to 0.001",
     ),
     _same(
         "floor-without-replicas",
@@ -107,29 +107,17 @@ TABLE: tuple[InvalidSpec, ...] = (
         apiserver='Unsupported value: "Always"',
         parser="'Preferred', 'Required' or 'None'",
     ),
-    InvalidSpec(
-        "missing-repository",
-        {"model": {"name": "m"}},
-        apiserver="spec.model.repository: Required value",
-        parser="repository",
-    ),
-    InvalidSpec(
-        "typo-field",
-        {"server": {"gpu": 2}},
-        apiserver='unknown field "spec.server.gpu"',
-        parser="Extra inputs are not permitted",
-    ),
-    InvalidSpec(
+    InvalidSpec("missing-repository", {"model": {"name": "m"}}, "Required value", "repository"),
+    _unknown("typo-field", {"server": {"gpu": 2}}, "spec.server.gpu"),
+    _unknown(
         "old-behaviour-spelling",
         {"scaling": {"onMissingMetrics": {"behaviour": "Hold"}}},
-        apiserver='unknown field "spec.scaling.onMissingMetrics.behaviour"',
-        parser="Extra inputs are not permitted",
+        "spec.scaling.onMissingMetrics.behaviour",
     ),
-    InvalidSpec(
+    _unknown(
         "old-stabilization-name",
         {"scaling": {"scaleDown": {"stabilizationSeconds": 60}}},
-        apiserver='unknown field "spec.scaling.scaleDown.stabilizationSeconds"',
-        parser="Extra inputs are not permitted",
+        "spec.scaling.scaleDown.stabilizationSeconds",
     ),
     _quantity(
         "memory-not-a-quantity",
@@ -151,12 +139,7 @@ TABLE: tuple[InvalidSpec, ...] = (
         {"server": {"resources": {"limits": {"memory": "-1Gi"}}}},
         "spec.server.resources.limits.memory",
     ),
-    InvalidSpec(
-        "gpus-string",
-        {"server": {"gpus": "1"}},
-        apiserver="spec.server.gpus: Invalid value",
-        parser="valid integer",
-    ),
+    InvalidSpec("gpus-string", {"server": {"gpus": "1"}}, "gpus: Invalid value", "valid integer"),
     _same(
         "requests-over-limits",
         {"server": {"resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "1500m"}}}},

@@ -7,7 +7,7 @@ Service name is the DNS name users expect: NAME.NAMESPACE.svc). Pods are NAME-<h
 A ModelDeployment name is a DNS-1123 subdomain (dots, a leading digit: `llama-3.1-8b`,
 `7b-chat`), a Service name must be a DNS-1035 label (letters, digits and `-`, starting with a
 letter). Such a name gets a Service named from it with the dots made dashes, a leading
-`md-` before a digit, and a hash of the whole name (`llama-3-1-8b-5d1e0c2a`), so two
+`md-` before a digit, and a hash of the whole name (`llama-3-1-8b-7b633509`), so two
 ModelDeployments never share a Service. Names longer than 63 characters are refused by the
 CRD (`MAX_NAME_LENGTH`): the name is the value of the pod label that ties pods to their
 ModelDeployment, and label values stop at 63.

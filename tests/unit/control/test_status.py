@@ -126,21 +126,20 @@ def cond(st: dict[str, Any], type_: str) -> tuple[str, str]:
             ("False", "AsExpected"),
             id="warming-not-available",
         ),
-        pytest.param(
-            [pod("a", containers_ready=True, warmed=False, warm_reason="ModelNotReady")],
-            1,
-            ("False", "MinimumReplicasUnavailable"),
-            ("True", "WarmingUp"),
-            ("True", "WarmUpFailing"),
-            id="warm-up-failing",
-        ),
-        pytest.param(
-            [pod("a", containers_ready=True, warmed=False, warm_reason="InvalidWarmUpRequest")],
-            1,
-            ("False", "MinimumReplicasUnavailable"),
-            ("True", "WarmingUp"),
-            ("True", "InvalidWarmUpRequest"),
-            id="warm-up-request-rejected",
+        *(
+            pytest.param(
+                [pod("a", containers_ready=True, warmed=False, warm_reason=gate)],
+                1,
+                ("False", "MinimumReplicasUnavailable"),
+                ("True", "WarmingUp"),
+                ("True", degraded),
+                id=id_,
+            )
+            for gate, degraded, id_ in (
+                ("ModelNotReady", "WarmUpFailing", "warm-up-failing"),
+                # Every pod would refuse it: the spec must change, said as such.
+                ("InvalidWarmUpRequest", "InvalidWarmUpRequest", "warm-up-request-rejected"),
+            )
         ),
         pytest.param(
             [
