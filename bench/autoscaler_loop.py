@@ -8,9 +8,9 @@ API calls, and CPU time per ModelDeployment.
 
 (the local cluster's kubeconfig and Prometheus; any cluster works with its own).
 
-The ModelDeployments have minReplicas 0 and their Deployments 0 replicas, so no Triton
-process starts; the pass still lists everything, queries Prometheus and runs the policy
-for each (which holds: no traffic means no metrics)."""
+The ModelDeployments have minReplicas 0 (RecommendOnly mode: Predictive refuses 0) and their
+Deployments 0 replicas, so no Triton process starts; the pass still lists everything,
+queries Prometheus and runs the policy for each (which holds: no traffic means no metrics)."""
 
 from __future__ import annotations
 
@@ -51,6 +51,7 @@ def make(api: client.ApiClient, ns: str, n: int) -> None:
                 "model": {"name": "toy_llm", "repository": "/models"},
                 "minReplicas": 0,
                 "maxReplicas": 2,
+                "scaling": {"mode": "RecommendOnly"},
             },
         }
         created = objects.create_namespaced_custom_object(

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from toy_md import modeldeployment_body, toy_model, toy_server
 
+from harness import invalid_specs
 from harness.kubectl import Kubectl, wait_until
 
 pytestmark = pytest.mark.cluster
@@ -92,28 +93,13 @@ def test_helm_install_runs_the_operator(operator: str, kubectl: Kubectl) -> None
     assert ready, f"operator pod not Ready: {[p['status'] for p in pods]}"
 
 
-@pytest.mark.parametrize(
-    ("spec", "message"),
-    [
-        pytest.param(
-            {"minReplicas": 5, "maxReplicas": 2},
-            "minReplicas must be less than or equal to maxReplicas",
-            id="min-over-max",
-        ),
-        pytest.param(
-            {"server": {"gpus": -1}}, "should be greater than or equal to 0", id="negative-gpus"
-        ),
-        pytest.param(
-            {"scaling": {"mode": "Sometimes"}}, 'Unsupported value: "Sometimes"', id="unknown-mode"
-        ),
-    ],
-)
+@pytest.mark.parametrize("row", invalid_specs.rows(smoke_only=True))
 def test_invalid_spec_is_refused_at_apply_time(
-    operator: str, kubectl: Kubectl, ns: str, spec: dict[str, Any], message: str
+    operator: str, kubectl: Kubectl, ns: str, row: invalid_specs.InvalidSpec
 ) -> None:
-    proc = kubectl.apply(modeldeployment("bad", ns, **spec), check=False)
+    proc = kubectl.apply(modeldeployment("bad", ns, **row.spec), check=False)
     assert proc.returncode != 0
-    assert message in proc.stderr
+    assert row.apiserver in proc.stderr
 
 
 def test_available_on_distinct_gpu_nodes(kubectl: Kubectl, ns: str, served: str) -> None:

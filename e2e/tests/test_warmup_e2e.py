@@ -210,6 +210,40 @@ def test_model_that_fails_to_load_gets_its_pod_replaced(
     kubectl.run("-n", namespace, "delete", "mdep", "broken", "--wait=false")
 
 
+def test_warm_up_request_triton_rejects_keeps_the_pod_and_says_so(
+    operator: str, kubectl: Kubectl, namespace: str
+) -> None:
+    """Two prompts where the model takes one: Triton answers 400 / INVALID_ARGUMENT. Every
+    pod would, so the ModelDeployment says InvalidWarmUpRequest and the pod is kept (no
+    endless replace loop, even with maxAttempts 1), its gate closed."""
+    two = {"datatype": "BYTES", "shape": [2], "data": ["hello", "there"]}
+    warm_up = {
+        "protocol": "GRPC",
+        "count": 2,
+        "maxAttempts": 1,
+        "success": {"stableLastN": 2},
+        "requests": [{"inputs": {"text_input": two}}],
+    }
+    kubectl.apply(modeldeployment("rejected", namespace, env={}, warm_up=warm_up))
+
+    def degraded() -> dict[str, Any] | None:
+        status = kubectl.json("-n", namespace, "get", "mdep", "rejected").get("status") or {}
+        conds = {c["type"]: c for c in status.get("conditions") or []}
+        cond = conds.get("Degraded")
+        return cond if cond and cond.get("reason") == reasons.INVALID_REQUEST else None
+
+    cond = wait_until(degraded, timeout=300, what="Degraded=InvalidWarmUpRequest on the mdep")
+    assert "text_input" in cond["message"], cond["message"]
+    (pod,) = pods_of(kubectl, namespace, "rejected")
+    assert gate(pod)["reason"] == reasons.INVALID_REQUEST and gate(pod)["status"] == "False"
+    time.sleep(15)  # past where maxAttempts 1 would have deleted it
+    (still,) = pods_of(kubectl, namespace, "rejected")
+    assert still["metadata"]["uid"] == pod["metadata"]["uid"]
+    events = kubectl.json("-n", namespace, "get", "events")["items"]
+    assert not [e for e in events if e.get("reason") == reasons.GAVE_UP]
+    kubectl.run("-n", namespace, "delete", "mdep", "rejected", "--wait=false")
+
+
 def test_operator_restart_mid_warm_up_resumes_it(
     operator: str, kubectl: Kubectl, namespace: str
 ) -> None:

@@ -241,3 +241,26 @@ def test_model_that_fails_to_load_yields_a_failure(failing_server: triton.LocalT
     assert result.reason == reasons.MODEL_NOT_READY
     # The server answered (it is live): the reason names what was not ready.
     assert "not ready" in result.message and "ConnectionRefused" not in result.message
+
+
+@pytest.mark.parametrize("protocol", ["HTTP", "GRPC"])
+def test_a_request_triton_rejects_ends_as_invalid_warm_up_request(
+    warm_server: triton.LocalTriton, protocol: WarmUpProtocol
+) -> None:
+    """Not the pod's fault: another pod would reject it too, so the verdict is
+    InvalidWarmUpRequest (the loop keeps the pod and waits for a fixed spec), not a failed
+    warm-up that ends in replacing pods for ever."""
+    # Two prompts where the model takes one (dims [1]): the plan cannot know, Triton refuses.
+    two = {"datatype": "BYTES", "shape": [2], "data": ["hello", "there"]}
+    settings = WarmUp.model_validate(
+        {
+            "protocol": protocol,
+            "count": 3,
+            "concurrency": 1,
+            "requests": [{"inputs": {"text_input": two}}],
+        }
+    )
+    result = client.run_warmup(target=_target(warm_server), settings=settings)
+    assert result.reason == reasons.INVALID_REQUEST, result.message
+    assert not result.ok and result.requests == 1  # the first refusal decides
+    assert "text_input" in result.message and "spec.warmUp.requests" in result.message

@@ -7,23 +7,38 @@ from __future__ import annotations
 import math
 import re
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 from pydantic.alias_generators import to_camel
 
 # Kubernetes' quantity grammar (k8s.io/apimachinery/pkg/api/resource), as the pattern
-# controller-gen writes for `resource.Quantity`: a signed decimal number, then a binary
-# suffix (Ki .. Ei), a decimal suffix (n u m k M G T P E) or an exponent (e3, E-2).
+# controller-gen writes for `resource.Quantity`: a decimal number, then a binary suffix
+# (Ki .. Ei), a decimal suffix (n u m k M G T P E) or an exponent (e3, E-2). Unsigned here:
+# every quantity of the spec is a container request, a limit or a volume size, and the
+# apiserver refuses a negative one in the Deployment it would become.
 QUANTITY_PATTERN = (
-    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
+    r"^\+?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
     r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
 )
 _QUANTITY = re.compile(QUANTITY_PATTERN)
 MSG_QUANTITY = (
-    'must be a Kubernetes quantity: an integer such as 4 or a string such as "500m", '
-    '"1.5" or "32Gi"'
+    "must be a non-negative Kubernetes quantity: an integer such as 4 or a string such as "
+    '"500m", "1.5" or "32Gi"'
 )
+
+# Kubernetes' own name grammars (k8s.io/apimachinery/pkg/util/validation), for fields that
+# end up in a child object where the apiserver checks them.
+DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+_LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+_PREFIX = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+# A label or annotation key, a topology key: `name` or `prefix/name` (IsQualifiedName).
+QUALIFIED_NAME_PATTERN = rf"^({_PREFIX}/)?{_LABEL_NAME}$"
+# A label value: empty, or up to 63 letters, digits, `-`, `_`, `.`, alphanumeric at the ends.
+LABEL_VALUE_PATTERN = rf"^({_LABEL_NAME})?$"
+# An extended resource such as `nvidia.com/gpu`: a qualified name with a domain.
+EXTENDED_RESOURCE_PATTERN = rf"^{_PREFIX}/{_LABEL_NAME}$"
 
 
 def _quantity(value: object) -> str:
@@ -38,10 +53,28 @@ def _quantity(value: object) -> str:
     return text
 
 
+# Quantity suffixes as Kubernetes reads them (resource.Quantity), for comparing two of them.
+_SUFFIX = {
+    **{s: Decimal(1024) ** (i + 1) for i, s in enumerate(("Ki", "Mi", "Gi", "Ti", "Pi", "Ei"))},
+    "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),
+    "k": Decimal("1e3"), "M": Decimal("1e6"), "G": Decimal("1e9"), "T": Decimal("1e12"),
+    "P": Decimal("1e15"), "E": Decimal("1e18"),
+}  # fmt: skip
+
+
+def quantity_value(text: str) -> Decimal:
+    """The number a quantity that matched `QUANTITY_PATTERN` stands for (`"1.5Gi"` ->
+    1610612736), to compare two quantities the way the apiserver does."""
+    suffix = next((s for s in ("Ki", "Mi", "Gi", "Ti", "Pi", "Ei") if text.endswith(s)), "")
+    if not suffix and text[-1:] in _SUFFIX and not text[-1:].isdigit():
+        suffix = text[-1]
+    return Decimal(text[: len(text) - len(suffix)] or "0") * _SUFFIX[suffix]
+
+
 Quantity = Annotated[
     str,
     BeforeValidator(_quantity),
-    WithJsonSchema({"x-kubernetes-int-or-string": True, "pattern": QUANTITY_PATTERN}),
+    WithJsonSchema({"x-kubernetes-int-or-string": True, "pattern": QUANTITY_PATTERN, "minimum": 0}),
 ]
 """A Kubernetes quantity, int-or-string on the wire (`4`, `"500m"`, `32Gi`), a `str` here."""
 

@@ -11,6 +11,8 @@ schema. The translation, node by node:
 - `additionalProperties: false` is dropped (structural schemas forbid it next to
   `properties`; the apiserver prunes unknown fields and `kubectl apply` rejects them);
 - numeric `exclusiveMinimum: n` becomes `minimum: n, exclusiveMinimum: true` (OpenAPI 3.0);
+  a fractional minimum of a number also gets a CEL rule (the apiserver compares an integer
+  value with the minimum truncated to an integer);
 - `title` is dropped; `default` is kept in the spec (the apiserver applies it) and
   dropped in the status (only the operator writes status); a nested block's `default: {}`
   is expanded into its fields' defaults (the apiserver checks CEL rules against it as is).
@@ -77,6 +79,16 @@ def _structural(node: Schema, *, in_status: bool) -> Schema:
         node["maximum"] = node["exclusiveMaximum"]
         node["exclusiveMaximum"] = True
 
+    low = node.get("minimum")
+    if node.get("type") == "number" and isinstance(low, float) and not low.is_integer():
+        # The apiserver compares an integer value with int64(minimum): `p99Seconds: 0` passed
+        # `minimum: 0.001`. CEL compares numbers as numbers.
+        op = ">" if node.get("exclusiveMinimum") else ">="
+        words = "greater than" if op == ">" else "greater than or equal to"
+        node.setdefault("x-kubernetes-validations", []).append(
+            {"rule": f"self {op} {low!r}", "message": f"should be {words} {low:g}"}
+        )
+
     if not node.get("type") and not node.get("x-kubernetes-int-or-string"):
         # `Any`: keep whatever the user wrote.
         return {**node, "x-kubernetes-preserve-unknown-fields": True}
@@ -120,8 +132,12 @@ def _expand_defaults(node: Schema) -> None:
 
 
 def _at(schema: Schema, path: str) -> Schema:
+    """The node at `path` ("server.env[]": the items of the list `server.env`)."""
     for part in filter(None, path.split(".")):
-        schema = schema["properties"][part]
+        field, items = part.removesuffix("[]"), part.endswith("[]")
+        schema = schema["properties"][field]
+        if items:
+            schema = schema["items"]
     return schema
 
 
@@ -150,6 +166,9 @@ def openapi_schema() -> Schema:
             "spec": spec,
             "status": status,
         },
+        "x-kubernetes-validations": [
+            {"rule": rule, "message": message} for rule, message in v1alpha1.OBJECT_RULES
+        ],
     }
 
 

@@ -73,14 +73,23 @@ def _validation(node: Schema, *, required: bool) -> str:
         if key in node:
             parts.append(f"{words} {node[key]}")
     if "pattern" in node:
-        if node["pattern"] == v1alpha1.QUANTITY_PATTERN:
-            parts.append("a Kubernetes quantity")
-        else:
-            parts.append(f"matches `{node['pattern']}`")
+        parts.append(_PATTERN_WORDS.get(node["pattern"], f"matches `{node['pattern']}`"))
     if node.get("x-kubernetes-list-type") == "map":
         keys = ", ".join(node.get("x-kubernetes-list-map-keys", []))
         parts.append(f"unique by {keys}")
     return "; ".join(parts)
+
+
+# Kubernetes' grammars by name: the regular expressions themselves help nobody reading a table.
+_PATTERN_WORDS = {
+    v1alpha1.QUANTITY_PATTERN: "a Kubernetes quantity",
+    v1alpha1.SHM_SIZE_PATTERN: "empty or a Kubernetes quantity",
+    v1alpha1.DNS_SUBDOMAIN_PATTERN: "a DNS subdomain (lower-case letters, digits, `-`, `.`)",
+    v1alpha1.QUALIFIED_NAME_PATTERN: "a label key (`NAME` or `PREFIX/NAME`)",
+    v1alpha1.LABEL_VALUE_PATTERN: "a label value",
+    v1alpha1.EXTENDED_RESOURCE_PATTERN: "an extended resource name (`DOMAIN/NAME`)",
+    v1alpha1.ENV_NAME_PATTERN: "printable ASCII without `=`",
+}
 
 
 def _cell(text: str) -> str:

@@ -22,14 +22,14 @@ class LatencySLO(_Model):
 
     signal: LatencySignal = "TimeToFirstToken"
     """Which latency: time to first token, time per output token, or end-to-end request."""
-    p99_seconds: float = Field(default=2.0, gt=0)
-    """P99 of `signal` must stay at or below this many seconds."""
+    p99_seconds: float = Field(default=2.0, ge=0.001, le=3600)
+    """P99 of `signal` must stay at or below this many seconds (1 ms .. 1 h)."""
 
 
 class Targets(_Model):
     """What one replica can do while meeting the SLO."""
 
-    tokens_per_second_per_replica: float = Field(default=500.0, gt=0)
+    tokens_per_second_per_replica: float = Field(default=500.0, ge=0.001, le=1e9)
     """Output tokens/s one warmed replica sustains at the SLO. Default: Llama-3.1-8B with
     vLLM on one A100 with 8 concurrent streams (about 75 tokens/s x 6.6)."""
     latency_slo: LatencySLO = Field(
@@ -37,9 +37,9 @@ class Targets(_Model):
         alias="latencySLO",
         json_schema_extra={"default": {}},
     )
-    headroom: float = Field(default=0.8, gt=0, le=1)
-    """Plan for at most this share of the capacity (0 < headroom <= 1)."""
-    time_per_output_token_p99_seconds: float | None = Field(default=None, gt=0)
+    headroom: float = Field(default=0.8, ge=0.01, le=1)
+    """Plan for at most this share of the capacity (0.01 <= headroom <= 1)."""
+    time_per_output_token_p99_seconds: float | None = Field(default=None, ge=0.0001, le=60)
     """Optional second SLO: P99 time per output token (vLLM backend). A long-prompt burst can
     break it while time to first token still looks fine; when set, the autoscaler also
     scales up on it and does not scale down while it is near the limit."""
@@ -48,12 +48,12 @@ class Targets(_Model):
 class Forecast(_Model):
     """How far ahead and from what history the autoscaler forecasts."""
 
-    horizon_seconds: float = Field(default=120.0, gt=0, le=3600)
+    horizon_seconds: float = Field(default=120.0, ge=1, le=3600)
     """Forecast horizon used until the operator has measured how long its new pods take to
     serve (creation to warmed); then the measurement is used."""
     use_measured_horizon: bool = True
     """Replace `horizonSeconds` by the measured pod start-up time once known."""
-    lookback_seconds: float = Field(default=3600.0, gt=0, le=30 * 86400)
+    lookback_seconds: float = Field(default=3600.0, ge=60, le=30 * 86400)
     """History the forecaster fits on."""
     seasonality: Seasonality = "Auto"
     """Daily seasonality: detect it (`Auto`), assume it (`Daily`) or ignore it (`None`)."""
@@ -64,7 +64,7 @@ class ScaleUp(_Model):
 
     stabilization_window_seconds: float = Field(default=0.0, ge=0, le=3600)
     """Scale up to the lowest recommendation of this window (0: act at once)."""
-    max_step: int = Field(default=100, ge=1)
+    max_step: int = Field(default=100, ge=1, le=10000)
     """At most this many replicas added per decision."""
 
 
@@ -73,7 +73,7 @@ class ScaleDown(_Model):
 
     stabilization_window_seconds: float = Field(default=300.0, ge=0, le=86400)
     """Scale down only to the highest recommendation of this window."""
-    max_step: int = Field(default=1, ge=1)
+    max_step: int = Field(default=1, ge=1, le=10000)
     """At most this many replicas removed per decision."""
 
 
@@ -113,10 +113,10 @@ class OnMissingMetrics(_Model):
 
     behavior: MissingMetricsBehavior = "Hold"
     """`Hold` keeps the current replicas; `Floor` scales to at least `floorReplicas`."""
-    floor_replicas: int | None = Field(default=None, ge=0)
+    floor_replicas: int | None = Field(default=None, ge=0, le=10000)
     """With `behavior: Floor`: scale up to at least this many replicas while metrics are
     missing (required then)."""
-    stale_after_seconds: float = Field(default=60.0, gt=0, le=3600)
+    stale_after_seconds: float = Field(default=60.0, ge=1, le=3600)
     """A newest sample older than this counts as missing."""
 
     @model_validator(mode="after")

@@ -25,14 +25,18 @@ Conventions:
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
 # The models live in base/scaling/warmup/status (a module each, to stay readable); they are
 # re-exported here so every `from modelscale.api.v1alpha1 import X` keeps working.
 from modelscale.api.base import (
+    DNS_SUBDOMAIN_PATTERN,
+    EXTENDED_RESOURCE_PATTERN,
+    LABEL_VALUE_PATTERN,
     MSG_QUANTITY,
+    QUALIFIED_NAME_PATTERN,
     QUANTITY_PATTERN,
     NotSerialisableError,
     Quantity,
@@ -40,6 +44,7 @@ from modelscale.api.base import (
     _Model,
     _sub,
     from_rfc3339,
+    quantity_value,
     to_api,
     to_rfc3339,
 )
@@ -94,21 +99,33 @@ from modelscale.api.warmup import (
 __all__ = [
     "API_VERSION",
     "CATEGORIES",
+    "DNS_SUBDOMAIN_PATTERN",
+    "ENV_NAME_PATTERN",
+    "EXTENDED_RESOURCE_PATTERN",
     "GROUP",
     "KIND",
+    "LABEL_VALUE_PATTERN",
+    "MAX_NAME_LENGTH",
     "MSG_CONTINUOUS_BATCHING",
     "MSG_DEFAULT_LEVEL",
     "MSG_DRAIN",
+    "MSG_ENV_VALUE",
     "MSG_FLOOR",
+    "MSG_LABEL_KEYS",
     "MSG_MAX_UNAVAILABLE",
     "MSG_MIN_MAX",
+    "MSG_NAME_LENGTH",
     "MSG_QUANTITY",
     "MSG_QUEUE_LEVEL",
     "MSG_REPLICAS_BOUNDS",
+    "MSG_REQUESTS_OVER_LIMITS",
+    "MSG_SCALE_TO_ZERO",
     "MSG_STABLE_N",
     "MSG_WARMUP_INPUTS",
     "PLURAL",
+    "QUALIFIED_NAME_PATTERN",
     "QUANTITY_PATTERN",
+    "SHM_SIZE_PATTERN",
     "SHORT_NAMES",
     "SINGULAR",
     "VERSION",
@@ -218,16 +235,53 @@ class ModelSource(_Model):
 # --------------------------------------------------------------------------- server
 
 
+ENV_NAME_PATTERN = r"^[ -<>-~]+$"
+LabelValue = Annotated[str, Field(max_length=63, pattern=LABEL_VALUE_PATTERN)]
+"""A label value as Kubernetes accepts it (node selectors, pod labels)."""
+MAX_LABELS = 64
+MAX_NAME_LENGTH = 63
+
+MSG_ENV_VALUE = "server.env: an entry sets value or valueFrom, not both"
+MSG_LABEL_KEYS = (
+    "label and annotation keys must be qualified names: NAME or PREFIX/NAME, NAME up to 63 "
+    "letters, digits, '-', '_' or '.' starting and ending with a letter or digit, PREFIX a "
+    "DNS subdomain (e.g. example.com/tier)"
+)
+MSG_REQUESTS_OVER_LIMITS = "server.resources: requests must not exceed limits (cpu and memory each)"
+MSG_NAME_LENGTH = (
+    f"metadata.name must be at most {MAX_NAME_LENGTH} characters: it is the value of the "
+    "pod label modelscale.dev/modeldeployment, and label values stop at 63"
+)
+MSG_SCALE_TO_ZERO = (
+    "minReplicas: 0 needs scaling.mode: External: with no pod serving, the Predictive "
+    "autoscaler sees no demand and would stay at 0; drive scale to zero with KEDA (its "
+    "activation brings the first pod back), or set minReplicas >= 1"
+)
+
+
+def _bad_keys(keys: list[str]) -> bool:
+    return any(not _QUALIFIED_NAME.match(k) or len(k) > 316 for k in keys)
+
+
+_QUALIFIED_NAME = re.compile(QUALIFIED_NAME_PATTERN)
+
+
 class EnvVar(_Model):
     """An environment variable of the Triton container."""
 
-    name: str = Field(min_length=1, max_length=253)
-    """Variable name."""
+    name: str = Field(min_length=1, max_length=253, pattern=ENV_NAME_PATTERN)
+    """Variable name: printable ASCII without `=` (what Kubernetes accepts)."""
     value: str | None = None
     """Literal value; leave out when `valueFrom` is set."""
     value_from: dict[str, Any] | None = None
     """A Kubernetes `EnvVarSource` (secretKeyRef, configMapKeyRef, fieldRef, ...), passed
     through unchanged."""
+
+    @model_validator(mode="after")
+    def _check(self) -> EnvVar:
+        if self.value is not None and self.value_from is not None:
+            raise ValueError(MSG_ENV_VALUE)
+        return self
 
 
 class ResourceList(_Model):
@@ -245,6 +299,16 @@ class Resources(_Model):
     requests: ResourceList = _sub(ResourceList)
     limits: ResourceList = _sub(ResourceList)
 
+    @model_validator(mode="after")
+    def _check(self) -> Resources:
+        for request, limit in (
+            (self.requests.cpu, self.limits.cpu),
+            (self.requests.memory, self.limits.memory),
+        ):
+            if request and limit and quantity_value(request) > quantity_value(limit):
+                raise ValueError(MSG_REQUESTS_OVER_LIMITS)
+        return self
+
 
 class PodTemplateOverride(_Model):
     """A narrow override of the Triton pod for what the typed fields lack. Allowed: extra pod
@@ -253,9 +317,9 @@ class PodTemplateOverride(_Model):
     and the runtime class. Anything else (probes, ports, command, affinity) is owned by the
     operator."""
 
-    labels: dict[str, str] = Field(default_factory=dict)
+    labels: dict[str, LabelValue] = Field(default_factory=dict, max_length=MAX_LABELS)
     """Extra pod labels; the operator's own labels win on a clash."""
-    annotations: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict, max_length=MAX_LABELS)
     """Extra pod annotations; the operator's own annotations win on a clash."""
     volumes: list[dict[str, Any]] = Field(default_factory=list)
     """Extra pod volumes (Kubernetes `Volume` objects), e.g. a PVC holding the models. Only
@@ -274,18 +338,30 @@ class PodTemplateOverride(_Model):
     (`allowPrivilegeEscalation: false`, `capabilities: {drop: [ALL]}`). Privileged, added
     capabilities other than NET_BIND_SERVICE, escalation or root are refused unless the
     operator is installed with `podSecurity.allowPrivileged`."""
-    runtime_class_name: str | None = None
+    runtime_class_name: str | None = Field(
+        default=None, max_length=253, pattern=DNS_SUBDOMAIN_PATTERN
+    )
     """Pod `runtimeClassName`, e.g. `nvidia` where the GPU runtime is not the default."""
+
+
+# Empty (keep the container default) or a quantity.
+SHM_SIZE_PATTERN = f"^$|{QUANTITY_PATTERN}"
 
 
 class Server(_Model):
     """The Triton server pods."""
 
-    image: str = Field(default="nvcr.io/nvidia/tritonserver:24.10-vllm-python-py3", min_length=1)
+    image: str = Field(
+        default="nvcr.io/nvidia/tritonserver:24.10-vllm-python-py3",
+        min_length=1,
+        pattern=r"^\S(.*\S)?$",
+    )
     """Container image that provides `tritonserver` and the model's backend."""
     image_pull_policy: PullPolicy = "IfNotPresent"
     """Container `imagePullPolicy`: `Always`, `IfNotPresent` or `Never`."""
-    image_pull_secrets: list[str] = Field(default_factory=list)
+    image_pull_secrets: list[
+        Annotated[str, Field(pattern=DNS_SUBDOMAIN_PATTERN, max_length=253)]
+    ] = Field(default_factory=list)
     """Names of Secrets used to pull the image."""
     args: list[str] = Field(default_factory=list)
     """Extra `tritonserver` arguments, appended after the operator's own."""
@@ -296,19 +372,26 @@ class Server(_Model):
     """Environment variables of the Triton container, by name."""
     gpus: int = Field(default=1, ge=0, le=64, strict=True)
     """GPUs per replica (requests and limits of `gpuResourceName`); 0 runs on CPU."""
-    gpu_resource_name: str = Field(default="nvidia.com/gpu", min_length=1, max_length=253)
-    """Extended resource that represents a GPU on the nodes."""
+    gpu_resource_name: str = Field(
+        default="nvidia.com/gpu", max_length=253, pattern=EXTENDED_RESOURCE_PATTERN
+    )
+    """Extended resource that represents a GPU on the nodes (`DOMAIN/NAME`, e.g.
+    `nvidia.com/gpu`, `amd.com/gpu`)."""
     resources: Resources = _sub(Resources)
-    node_selector: dict[str, str] = Field(default_factory=dict)
+    node_selector: dict[str, LabelValue] = Field(default_factory=dict, max_length=MAX_LABELS)
     """Pod `nodeSelector`: run only on nodes with these labels (e.g. a GPU model)."""
     tolerations: list[dict[str, Any]] = Field(default_factory=list)
     """Kubernetes `Toleration` objects, passed through unchanged."""
-    priority_class_name: str | None = None
+    priority_class_name: str | None = Field(
+        default=None, max_length=253, pattern=DNS_SUBDOMAIN_PATTERN
+    )
     """Pod `priorityClassName`."""
-    service_account_name: str | None = None
+    service_account_name: str | None = Field(
+        default=None, max_length=253, pattern=DNS_SUBDOMAIN_PATTERN
+    )
     """ServiceAccount of the pods (e.g. one with cloud credentials for an `s3://`
     repository); unset: the namespace's `default`."""
-    shm_size: str | None = Field(default="1Gi", max_length=64)
+    shm_size: str | None = Field(default="1Gi", max_length=64, pattern=SHM_SIZE_PATTERN)
     """Size of the memory-backed `/dev/shm` (Triton's Python backend and vLLM exchange
     tensors through shared memory; the container default of 64 MiB is too small). Empty or
     null keeps the container default."""
@@ -326,6 +409,11 @@ class Server(_Model):
     def _check(self) -> Server:
         if self.drain_seconds >= self.termination_grace_period_seconds:
             raise ValueError(MSG_DRAIN)
+        override = self.pod_template
+        if _bad_keys(list(self.node_selector)) or (
+            override is not None and _bad_keys([*override.labels, *override.annotations])
+        ):
+            raise ValueError(MSG_LABEL_KEYS)
         return self
 
 
@@ -338,9 +426,11 @@ class Placement(_Model):
     anti_affinity: AntiAffinity = "Preferred"
     """Keep replicas apart on `topologyKey`: `Required` (a replica stays Pending rather than
     share a node), `Preferred` (best effort) or `None`."""
-    topology_key: str = Field(default="kubernetes.io/hostname", min_length=1, max_length=316)
-    """Node label that defines "apart" for `antiAffinity` (a node by default; a zone with
-    `topology.kubernetes.io/zone`)."""
+    topology_key: str = Field(
+        default="kubernetes.io/hostname", max_length=316, pattern=QUALIFIED_NAME_PATTERN
+    )
+    """Node label key that defines "apart" for `antiAffinity` (a node by default; a zone
+    with `topology.kubernetes.io/zone`)."""
     spread_across_zones: bool = True
     """Spread replicas evenly over `topology.kubernetes.io/zone` (best effort:
     `whenUnsatisfiable: ScheduleAnyway`)."""
@@ -403,6 +493,35 @@ SPEC_RULES: tuple[tuple[str, str, str], ...] = (
         MSG_MAX_UNAVAILABLE,
     ),
     *SERVING_RULES,
+    ("", "self.minReplicas > 0 || self.scaling.mode != 'Predictive'", MSG_SCALE_TO_ZERO),
+    ("server.env[]", "!(has(self.value) && has(self.valueFrom))", MSG_ENV_VALUE),
+    (
+        "server.resources",
+        " && ".join(
+            f"(!has(self.requests.{r}) || !has(self.limits.{r}) || "
+            f"quantity(string(self.requests.{r})).compareTo("
+            f"quantity(string(self.limits.{r}))) <= 0)"
+            for r in ("cpu", "memory")
+        ),
+        MSG_REQUESTS_OVER_LIMITS,
+    ),
+    *(
+        (
+            path,
+            f"self.all(k, size(k) <= 316 && k.matches(r'{QUALIFIED_NAME_PATTERN}'))",
+            MSG_LABEL_KEYS,
+        )
+        for path in (
+            "server.nodeSelector",
+            "server.podTemplate.labels",
+            "server.podTemplate.annotations",
+        )
+    ),
+)
+
+# Rules on the whole object (CEL may read metadata.name there).
+OBJECT_RULES: tuple[tuple[str, str], ...] = (
+    (f"size(self.metadata.name) <= {MAX_NAME_LENGTH}", MSG_NAME_LENGTH),
 )
 
 
@@ -432,6 +551,8 @@ class ModelDeploymentSpec(_Model):
         check_backend(self.serving, backend=self.model.backend)
         if self.min_replicas > self.max_replicas:
             raise ValueError(MSG_MIN_MAX)
+        if self.min_replicas == 0 and self.scaling.mode == "Predictive":
+            raise ValueError(MSG_SCALE_TO_ZERO)
         if self.replicas is not None and not (
             self.min_replicas <= self.replicas <= self.max_replicas
         ):
@@ -450,6 +571,12 @@ class ModelDeployment(_Lenient):
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     spec: ModelDeploymentSpec
     status: ModelDeploymentStatus | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> ModelDeployment:
+        if len(self.metadata.name) > MAX_NAME_LENGTH:
+            raise ValueError(MSG_NAME_LENGTH)
+        return self
 
     @property
     def name(self) -> str:

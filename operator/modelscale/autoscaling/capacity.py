@@ -130,7 +130,9 @@ class CapacityModel:
         calm = self.probe is not None and p99 <= slo * self.grow_below
         # ... or close to breaking it: the capacity is at most this load.
         busy = self.probe is not None and p99 > slo * self.knee
-        b = min(int(load / self._width(state)), self.bins - 1)
+        # As a ratio first: a huge load over a narrow bin is infinity, and int() of it raises.
+        ratio = load / self._width(state)
+        b = self.bins - 1 if ratio >= self.bins else int(ratio)
         p99s = list(state.p99)
         ns = list(state.n)
         old = p99s[b]

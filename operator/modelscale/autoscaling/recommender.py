@@ -34,6 +34,7 @@ with its time.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable
 from typing import NamedTuple
@@ -83,6 +84,26 @@ KEEP_DECISIONS = 10
 STEP_GAIN = 1.0
 # On a P99 over its SLO, scale the warmed replicas by the overshoot, up to this factor.
 BURST_CAP = 2.0
+# Larger readings are garbage, not load (a million replicas at a million tokens/s; a P99 of
+# 11 days): learned as they are, 1e300 tokens/s made the forecaster's variance infinite,
+# and status cannot hold infinity. Clipped, the policy asks for maxReplicas and says why.
+MAX_RATE = 1e12
+MAX_SECONDS = 1e6
+
+
+def _clip(value: float | None, top: float) -> float | None:
+    return None if value is None else min(value, top)
+
+
+def _bounded(obs: Observation) -> Observation:
+    return dataclasses.replace(
+        obs,
+        token_rate=_clip(obs.token_rate, MAX_RATE),
+        prompt_token_rate=_clip(obs.prompt_token_rate, MAX_RATE),
+        queue_depth=_clip(obs.queue_depth, MAX_RATE),
+        p99_seconds=_clip(obs.p99_seconds, MAX_SECONDS),
+        p99_tpot_seconds=_clip(obs.p99_tpot_seconds, MAX_SECONDS),
+    )
 
 
 def bootstrap(
@@ -107,6 +128,14 @@ def bootstrap(
 
 def _replicas(n: int) -> str:
     return f"{n} replica" if n == 1 else f"{n} replicas"
+
+
+def _ceil_replicas(need: float, config: PolicyConfig) -> int:
+    """Replicas for `need` (a float, possibly huge); above maxReplicas it is maxReplicas + 1,
+    so the clamp still says why, and math.ceil never sees infinity (OverflowError)."""
+    if need > config.max_replicas:
+        return config.max_replicas + 1
+    return max(math.ceil(need - 1e-9), 0)
 
 
 def _clamp(replicas: int, config: PolicyConfig) -> int:
@@ -276,7 +305,7 @@ def recommend_for_forecast(
     # knee, the margin is the measured forecast error and the SLO-miss correction.
     share = config.headroom if model.cap.capacity is None or not adaptive else 1.0
     usable = cap * share * model.correction
-    replicas = max(math.ceil(demand / usable - 1e-9), 0) if usable > 0 else config.max_replicas
+    replicas = _ceil_replicas(demand / usable, config) if usable > 0 else config.max_replicas
     replicas = max(replicas, 1) if demand > 0 else replicas
     margin = f"x{factor:.2f} measured error" if factor is not None else f"upper {fc.upper:.0f}"
     message = (
@@ -354,6 +383,7 @@ def recommend_for_reality(
 def recommend(
     obs: Observation, *, config: PolicyConfig, state: ScalingState
 ) -> tuple[Recommendation, ScalingState]:
+    obs = _bounded(obs)
     model = state_mod.load(state.model, config=config)
     blocked = first_block(obs, config, METRIC_CHECKS)
     if blocked is not None:

@@ -9,6 +9,7 @@ from modelscale.control import conditions
 from modelscale.control.conditions import condition
 from modelscale.podfacts import PodFacts
 from modelscale.resources import names
+from modelscale.warmup import reasons as warm_reasons
 from modelscale.warmup import startup
 
 # Reasons (CamelCase) for the conditions this pass owns.
@@ -33,6 +34,13 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
 
 
+def _invalid_warm_up(pod: PodFacts) -> bool:
+    gate = pod.warmed_condition
+    return (
+        gate is not None and gate.status == "False" and gate.reason == warm_reasons.INVALID_REQUEST
+    )
+
+
 def _problem(pods: Sequence[PodFacts], apply_error: str | None) -> tuple[str, str] | None:
     """(reason, message) of the first problem seen, worst first; None when all is well."""
     if apply_error:
@@ -43,6 +51,10 @@ def _problem(pods: Sequence[PodFacts], apply_error: str | None) -> tuple[str, st
     if pending := [p for p in pods if p.unschedulable_message]:
         why = pending[0].unschedulable_message
         return UNSCHEDULABLE, f"{len(pending)} pod(s) cannot be scheduled: {why}"
+    if invalid := [p for p in pods if _invalid_warm_up(p)]:
+        # Before WarmUpFailing: no pod will ever pass this warm-up; the spec must change.
+        first = f"{invalid[0].name}: {invalid[0].warmup_failure}"
+        return warm_reasons.INVALID_REQUEST, f"{len(invalid)} pod(s) cannot be warmed: {first}"
     if failing := [p for p in pods if p.warmup_failure]:
         first = f"{failing[0].name}: {failing[0].warmup_failure}"
         return WARM_UP_FAILING, f"{len(failing)} pod(s) failing warm-up: {first}"

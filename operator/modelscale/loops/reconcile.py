@@ -65,43 +65,45 @@ def converge(
         running=current.replicas if current else None,
     )
     apply_error = None
+    # The Deployment's replicas were decided from what was read: apply only if nobody (the
+    # scaling loop) changed it since, or we would undo their scale.
+    guards = {"Deployment": current.resource_version} if current else {}
     try:
         # The control key's Secret first: the pods cannot start without it.
         secret = control_key.desired_secret(api, md)
-        for obj in [secret, *children(md, replicas_=choice.replicas)]:
-            # The Deployment's replicas were decided from what was read: apply only if
-            # nobody (the scaling loop) changed it since, or we would undo their scale.
-            guard = current.resource_version if current and obj["kind"] == "Deployment" else None
-            applied = kube_apply.apply(api, obj, precondition=guard)
-            if applied.outcome is not kube_apply.Outcome.UNCHANGED:
-                events.post(
-                    api,
-                    involved=involved,
-                    type_="Normal",
-                    reason=f"{applied.kind}{applied.outcome.value.capitalize()}",
-                    message=f"{applied.kind} {applied.name} {applied.outcome.value}"
-                    + (f" with {choice.replicas} replicas" if applied.kind == "Deployment" else ""),
-                    now=now,
-                )
+        applied_all = kube_apply.apply_all(
+            api, [secret, *children(md, replicas_=choice.replicas)], preconditions=guards
+        )
+    except kube_apply.ChildRefusedError as err:
+        # Nothing was applied: a half-made set (GPU pods, no Service) is worse than none.
+        apply_error = (
+            f"the apiserver refused the {err.kind} {err.name} built from this spec, so no "
+            f"child was applied: {err.reason:.500}"
+        )
+        applied_all = []
+        events.post(
+            api,
+            involved=involved,
+            type_="Warning",
+            reason=status.APPLY_FAILED,
+            message=apply_error,
+            now=now,
+        )
     except ApiException as err:
         if err.status == 409:
             raise RetryError("the Deployment changed while reconciling", delay=1) from err
-        if err.status in (400, 403, 422):
-            # The apiserver refused what we built: retrying the same object cannot help.
-            apply_error = (
-                f"the apiserver refused a child object ({err.status}): "
-                f"{err.reason}: {err.body!s:.500}"
-            )
+        raise RetryError(f"applying children failed: {err.reason}", delay=10) from err
+    for applied in applied_all:
+        if applied.outcome is not kube_apply.Outcome.UNCHANGED:
             events.post(
                 api,
                 involved=involved,
-                type_="Warning",
-                reason=status.APPLY_FAILED,
-                message=apply_error,
+                type_="Normal",
+                reason=f"{applied.kind}{applied.outcome.value.capitalize()}",
+                message=f"{applied.kind} {applied.name} {applied.outcome.value}"
+                + (f" with {choice.replicas} replicas" if applied.kind == "Deployment" else ""),
                 now=now,
             )
-        else:
-            raise RetryError(f"applying children failed: {err.reason}", delay=10) from err
     pods = [
         podfacts.read(p)
         for p in reads.list_pods(api, namespace=md.namespace, selector=names.selector_string(md))

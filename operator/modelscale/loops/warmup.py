@@ -227,11 +227,16 @@ class WarmupRunner:
             delay = verdict.backoff_seconds(attempt=attempts)
             if delay:
                 await asyncio.sleep(delay)
-            facts = await self._closed(
-                facts,
-                reason=reasons.IN_PROGRESS,
-                message=f"warming up (attempt {attempts + 1} of {settings.max_attempts})",
-            )
+            waiting = facts.warmed_condition
+            if waiting is None or waiting.reason != reasons.INVALID_REQUEST:
+                # Re-checking a spec Triton rejected keeps that reason on the gate: flipping
+                # to InProgress and back every SPEC_RECHECK_SECONDS flapped the
+                # ModelDeployment's Degraded condition and repeated its event.
+                facts = await self._closed(
+                    facts,
+                    reason=reasons.IN_PROGRESS,
+                    message=f"warming up (attempt {attempts + 1} of {settings.max_attempts})",
+                )
             assert facts.ip is not None  # needs_warmup
             # The key is needed only to load the model with spec.serving.
             key = await self._k8s.call(control_key.fetch, self._api, md) if md.spec.serving else ""

@@ -248,7 +248,9 @@ def _affinity(md: ModelDeployment) -> dict[str, Any]:
 def _volumes(md: ModelDeployment) -> list[dict[str, Any]]:
     server = md.spec.server
     volumes: list[dict[str, Any]] = []
-    if server.shm_size:
+    # A user volume named `dshm` replaces ours (two volumes of one name: the apiserver
+    # refuses the Deployment), as a user arg replaces the operator's flag.
+    if server.shm_size and not _user_has(md, "volumes", name="dshm"):
         volumes.append(
             {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": server.shm_size}}
         )
@@ -260,8 +262,15 @@ def _volumes(md: ModelDeployment) -> list[dict[str, Any]]:
 def _volume_mounts(md: ModelDeployment) -> list[dict[str, Any]]:
     server = md.spec.server
     mounts: list[dict[str, Any]] = []
-    if server.shm_size:
+    if server.shm_size and not _user_has(md, "volume_mounts", name="dshm", path="/dev/shm"):
         mounts.append({"name": "dshm", "mountPath": "/dev/shm"})
     if server.pod_template:
         mounts += copy.deepcopy(server.pod_template.volume_mounts)
     return mounts
+
+
+def _user_has(md: ModelDeployment, field: str, *, name: str, path: str | None = None) -> bool:
+    """The pod-template override already has a volume (mount) called `name` (at `path`)."""
+    override = md.spec.server.pod_template
+    items: list[dict[str, Any]] = getattr(override, field) if override else []
+    return any(i.get("name") == name or (path and i.get("mountPath") == path) for i in items)

@@ -266,6 +266,7 @@ def _send_until_settled(
                         ok=False,
                         latency_seconds=time.perf_counter() - t0,
                         error=f"{type(err).__name__}: {err}",
+                        status=_status_of(err),
                     )
                 with lock:
                     samples.append(sample)
@@ -445,6 +446,13 @@ def run_warmup(
         stop=stop,
         started=started,
     )
+
+
+def _status_of(err: Exception) -> str:
+    """tritonclient's InferenceServerException carries the HTTP status ("400") or the gRPC
+    code ("StatusCode.INVALID_ARGUMENT"); anything else has none."""
+    status = getattr(err, "status", None)
+    return str(status() or "") if callable(status) else ""
 
 
 def _as_dict(value: Any) -> Mapping[str, Any]:

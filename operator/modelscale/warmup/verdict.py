@@ -19,11 +19,23 @@ LATENCY_NOISE_FLOOR_SECONDS = 0.005
 EXTRA_REQUESTS_FACTOR = 4
 
 
+# How Triton says "this request is invalid" (a wrong shape or datatype, an input the model
+# does not take): the HTTP status and the gRPC code its clients report.
+REJECTED_STATUSES = frozenset({"400", "StatusCode.INVALID_ARGUMENT"})
+
+
 @dataclass(frozen=True)
 class Sample:
     ok: bool
     latency_seconds: float
     error: str = ""
+    # The server's status for a failed request (`REJECTED_STATUSES`: it refused the request
+    # itself, which another pod would refuse as well).
+    status: str = ""
+
+    @property
+    def rejected(self) -> bool:
+        return not self.ok and self.status in REJECTED_STATUSES
 
 
 @dataclass(frozen=True)
@@ -68,6 +80,19 @@ def judge(
     latencies = tuple(s.latency_seconds for s in samples)
     first = latencies[0] if latencies else None
     failed = [s for s in samples if not s.ok]
+    if rejected := [s for s in failed if s.rejected]:
+        # The spec's fault, not the pod's: replacing the pod would loop for ever.
+        return _result(
+            ok=False,
+            reason=reasons.INVALID_REQUEST,
+            message=(
+                f"Triton rejects the warm-up request as invalid ({rejected[0].status}): "
+                f"{rejected[0].error[:300]}; fix spec.warmUp.requests (the pod is kept and "
+                "the request is tried again later)"
+            ),
+            samples=samples,
+            duration_seconds=duration_seconds,
+        )
     if failed:
         return _result(
             ok=False,

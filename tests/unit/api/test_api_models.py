@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from harness import invalid_specs
 from modelscale.api import v1alpha1
 from modelscale.api.v1alpha1 import ModelDeployment, ModelDeploymentSpec
 
@@ -85,121 +86,20 @@ def test_snake_case_names_work_in_python_and_camel_case_is_written_out() -> None
     assert ModelDeploymentSpec.model_validate(out) == spec
 
 
-@pytest.mark.parametrize(
-    ("spec", "message"),
-    [
-        pytest.param({"minReplicas": 5, "maxReplicas": 2}, v1alpha1.MSG_MIN_MAX, id="min>max"),
-        pytest.param(
-            {"replicas": 20, "maxReplicas": 4}, v1alpha1.MSG_REPLICAS_BOUNDS, id="replicas>max"
-        ),
-        pytest.param(
-            {"replicas": 0, "minReplicas": 1}, v1alpha1.MSG_REPLICAS_BOUNDS, id="replicas<min"
-        ),
-        pytest.param({"server": {"gpus": -1}}, "greater than or equal to 0", id="negative-gpus"),
-        pytest.param(
-            {"scaling": {"mode": "Reactive"}},
-            "'Predictive', 'RecommendOnly' or 'External'",
-            id="unknown-mode",
-        ),
-        pytest.param(
-            {"scaling": {"targets": {"latencySLO": {"p99Seconds": 0}}}},
-            "greater than 0",
-            id="slo-zero",
-        ),
-        pytest.param(
-            {"scaling": {"targets": {"headroom": 1.5}}}, "less than or equal to 1", id="headroom>1"
-        ),
-        pytest.param(
-            {"scaling": {"targets": {"headroom": 0}}}, "greater than 0", id="headroom-zero"
-        ),
-        pytest.param(
-            {"scaling": {"targets": {"tokensPerSecondPerReplica": -3}}},
-            "greater than 0",
-            id="negative-capacity",
-        ),
-        pytest.param(
-            {"scaling": {"onMissingMetrics": {"behavior": "Floor"}}},
-            v1alpha1.MSG_FLOOR,
-            id="floor-without-replicas",
-        ),
-        pytest.param(
-            {"warmUp": {"autoGenerate": False}},
-            v1alpha1.MSG_WARMUP_INPUTS,
-            id="warmup-without-inputs",
-        ),
-        pytest.param(
-            {"warmUp": {"count": 2, "success": {"stableLastN": 3}}},
-            v1alpha1.MSG_STABLE_N,
-            id="stable-n>count",
-        ),
-        pytest.param(
-            {"disruption": {"maxUnavailable": "half"}},
-            v1alpha1.MSG_MAX_UNAVAILABLE,
-            id="bad-percent",
-        ),
-        pytest.param(
-            {"disruption": {"maxUnavailable": -1}},
-            v1alpha1.MSG_MAX_UNAVAILABLE,
-            id="negative-unavailable",
-        ),
-        pytest.param(
-            {"server": {"drainSeconds": 60, "terminationGracePeriodSeconds": 30}},
-            v1alpha1.MSG_DRAIN,
-            id="drain>=grace",
-        ),
-        pytest.param(
-            {"placement": {"antiAffinity": "Always"}},
-            "'Preferred', 'Required' or 'None'",
-            id="unknown-anti-affinity",
-        ),
-        pytest.param({"model": {"name": "m"}}, "repository", id="missing-repository"),
-        pytest.param({"server": {"gpu": 2}}, "Extra inputs are not permitted", id="typo-field"),
-        pytest.param(
-            {"server": {"resources": {"requests": {"memory": "lots"}}}},
-            v1alpha1.MSG_QUANTITY,
-            id="memory-not-a-quantity",
-        ),
-        pytest.param(
-            {"server": {"resources": {"limits": {"cpu": "4 cores"}}}},
-            v1alpha1.MSG_QUANTITY,
-            id="cpu-with-words",
-        ),
-        pytest.param(
-            {"server": {"resources": {"requests": {"cpu": 0.5}}}},
-            v1alpha1.MSG_QUANTITY,
-            id="cpu-float-not-int-or-string",
-        ),
-        pytest.param(
-            {"server": {"resources": {"requests": {"cpu": True}}}},
-            v1alpha1.MSG_QUANTITY,
-            id="cpu-bool",
-        ),
-        pytest.param({"server": {"gpus": "1"}}, "valid integer", id="gpus-string"),
-        pytest.param({"server": {"gpus": 1.0}}, "valid integer", id="gpus-float"),
-        pytest.param(
-            {"scaling": {"onMissingMetrics": {"behaviour": "Hold"}}},
-            "Extra inputs are not permitted",
-            id="old-behaviour-spelling",
-        ),
-        pytest.param(
-            {"scaling": {"scaleDown": {"stabilizationSeconds": 60}}},
-            "Extra inputs are not permitted",
-            id="old-stabilization-name",
-        ),
-    ],
-)
-def test_invalid_spec_is_refused_with_a_readable_message(
-    spec: dict[str, Any], message: str
-) -> None:
+@pytest.mark.parametrize("row", invalid_specs.rows())
+def test_invalid_spec_is_refused_with_a_readable_message(row: invalid_specs.InvalidSpec) -> None:
     with pytest.raises(ValidationError) as err:
-        ModelDeployment.model_validate(body(**spec))
-    assert message in str(err.value)
+        ModelDeployment.model_validate(body(**row.spec))
+    assert row.parser in str(err.value)
 
 
 @pytest.mark.parametrize(
     "spec",
     [
-        pytest.param({"minReplicas": 0, "maxReplicas": 1}, id="scale-to-zero-floor"),
+        pytest.param(
+            {"minReplicas": 0, "maxReplicas": 1, "scaling": {"mode": "External"}},
+            id="scale-to-zero-external",
+        ),
         pytest.param(
             {"replicas": 3, "minReplicas": 1, "maxReplicas": 3, "scaling": {"mode": "External"}},
             id="external-at-max",

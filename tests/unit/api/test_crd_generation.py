@@ -108,13 +108,13 @@ def test_status_has_no_defaults_and_an_omitted_spec_block_defaults_to_the_model_
             id="mode-enum",
         ),
         pytest.param(
-            ".spec.scaling.targets.latencySLO.p99Seconds",
+            ".spec.scaling.prometheus.timeoutSeconds",
             {"minimum": 0, "exclusiveMinimum": True},
-            id="slo>0",
+            id="timeout>0",
         ),
         pytest.param(
             ".spec.scaling.targets.headroom",
-            {"minimum": 0, "exclusiveMinimum": True, "maximum": 1},
+            {"minimum": 0.01, "exclusiveMinimum": None, "maximum": 1},
             id="headroom",
         ),
         pytest.param(
@@ -124,7 +124,14 @@ def test_status_has_no_defaults_and_an_omitted_spec_block_defaults_to_the_model_
         ),
         pytest.param(
             ".spec.server.nodeSelector",
-            {"type": "object", "additionalProperties": {"type": "string"}},
+            {
+                "type": "object",
+                "additionalProperties": {
+                    "type": "string",
+                    "maxLength": 63,
+                    "pattern": v1alpha1.LABEL_VALUE_PATTERN,
+                },
+            },
             id="map",
         ),
         pytest.param(

@@ -45,5 +45,5 @@ def test_reference_lists_every_spec_field_with_its_default() -> None:
         name = path.rsplit(".", 1)[-1]
         assert f"`{name}`" in text, path
     assert "| `minReplicas` | integer | `1` | ≥ 0; ≤ 10000 |" in text
-    assert "| `cpu` | int or string |  | a Kubernetes quantity |" in text
+    assert "| `cpu` | int or string |  | ≥ 0; a Kubernetes quantity |" in text
     assert '| `behavior` | string | `"Hold"` | one of `Hold`, `Floor` |' in text

@@ -30,6 +30,12 @@ def md(**spec: Any) -> ModelDeployment:
     )
 
 
+def at_least(min_replicas: int) -> ModelDeployment:
+    # Scale to zero is External mode's (KEDA); Predictive refuses minReplicas 0.
+    mode = "External" if min_replicas == 0 else "Predictive"
+    return md(minReplicas=min_replicas, scaling={"mode": mode})
+
+
 def pod(
     name: str,
     *,
@@ -120,13 +126,20 @@ def cond(st: dict[str, Any], type_: str) -> tuple[str, str]:
             ("False", "AsExpected"),
             id="warming-not-available",
         ),
-        pytest.param(
-            [pod("a", containers_ready=True, warmed=False, warm_reason="ModelNotReady")],
-            1,
-            ("False", "MinimumReplicasUnavailable"),
-            ("True", "WarmingUp"),
-            ("True", "WarmUpFailing"),
-            id="warm-up-failing",
+        *(
+            pytest.param(
+                [pod("a", containers_ready=True, warmed=False, warm_reason=gate)],
+                1,
+                ("False", "MinimumReplicasUnavailable"),
+                ("True", "WarmingUp"),
+                ("True", degraded),
+                id=id_,
+            )
+            for gate, degraded, id_ in (
+                ("ModelNotReady", "WarmUpFailing", "warm-up-failing"),
+                # Every pod would refuse it: the spec must change, said as such.
+                ("InvalidWarmUpRequest", "InvalidWarmUpRequest", "warm-up-request-rejected"),
+            )
         ),
         pytest.param(
             [
@@ -167,7 +180,7 @@ def test_conditions(
     progressing: tuple[str, str],
     degraded: tuple[str, str],
 ) -> None:
-    st = run(md(minReplicas=min(desired, 1)), raw, desired=desired)
+    st = run(at_least(min(desired, 1)), raw, desired=desired)
     assert cond(st, "Available") == available
     assert cond(st, "Progressing") == progressing
     assert cond(st, "Degraded") == degraded
@@ -308,7 +321,7 @@ def test_non_finite_numbers_are_refused_with_the_field_named(bad: float) -> None
 def test_ready_condition_for_kubectl_wait(
     raw: list[dict[str, Any]], desired: int, min_replicas: int, ready: tuple[str, str]
 ) -> None:
-    st = run(md(minReplicas=min_replicas), raw, desired=desired)
+    st = run(at_least(min_replicas), raw, desired=desired)
     assert cond(st, "Ready") == ready
     # Ready is listed first and says how many are warmed against what it needs.
     first = st["conditions"][0]

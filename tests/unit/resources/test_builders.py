@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any
 
 import kubernetes_validate
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from harness import spec_strategies
 from modelscale.api.v1alpha1 import ModelDeployment
 from modelscale.resources import deployment, names, pdb, service
 
@@ -437,3 +441,16 @@ def test_pdb_max_unavailable(disruption: dict[str, Any], expected: int | str) ->
     assert budget["spec"]["maxUnavailable"] == expected
     assert budget["spec"]["selector"] == {"matchLabels": SELECTOR}
     assert budget["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
+
+
+@settings(max_examples=100, derandomize=True)
+@given(st.lists(spec_strategies.names.filter(lambda n: len(n) <= 63), min_size=2, max_size=5))
+def test_every_legal_name_gets_a_service_name_kubernetes_accepts(names_: list[str]) -> None:
+    """DNS-1035 (letters, digits, '-', starting with a letter, <= 63) for every
+    ModelDeployment name, unchanged when it already is one, distinct for distinct names."""
+    services = [names.dns1035_label(n) for n in names_]
+    for name, svc in zip(names_, services, strict=True):
+        assert re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", svc) and len(svc) <= 63, svc
+        if re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", name):
+            assert svc == name
+    assert len(set(services)) == len(set(names_))

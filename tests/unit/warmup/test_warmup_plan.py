@@ -244,6 +244,25 @@ CRITERIA = WarmUp(count=4, success=WarmUpSuccess(stable_last_n=3, max_latency_fa
             reasons.REQUEST_FAILED,
             id="any-failure-fails",
         ),
+        pytest.param(
+            [verdict.Sample(ok=False, latency_seconds=0.1, error="x", status="503")],
+            reasons.REQUEST_FAILED,
+            id="server-error-is-the-pods",
+        ),
+        pytest.param(
+            [*ok(0.1), verdict.Sample(ok=False, latency_seconds=0.1, error="x", status="400")],
+            reasons.INVALID_REQUEST,
+            id="http-400-is-the-specs",
+        ),
+        pytest.param(
+            [
+                verdict.Sample(
+                    ok=False, latency_seconds=0.1, error="x", status="StatusCode.INVALID_ARGUMENT"
+                )
+            ],
+            reasons.INVALID_REQUEST,
+            id="grpc-invalid-argument-is-the-specs",
+        ),
         pytest.param(ok(*[0.1, 1.0] * 8), reasons.NOT_STABLE, id="budget-spent-unstable"),
     ],
 )
