@@ -46,8 +46,9 @@ class ElectionSettings:
     lease_name: str
     namespace: str
     identity: str
-    lease_duration: float = 8.0
-    """A candidate takes the Lease after seeing it unchanged this long."""
+    lease_duration: int = 8
+    """A candidate takes the Lease after seeing it unchanged this long (whole seconds, as
+    the Lease's `leaseDurationSeconds`)."""
     renew_deadline: float = 6.0
     """The leader stops acting when it could not renew for this long."""
     retry_period: float = 2.0
@@ -66,7 +67,7 @@ def settings_problem(settings: ElectionSettings) -> str | None:
         )
     if settings.lease_duration <= settings.renew_deadline:
         return (
-            f"--leader-lease-duration ({settings.lease_duration:g} s) must exceed "
+            f"--leader-lease-duration ({settings.lease_duration} s) must exceed "
             f"--leader-renew-deadline ({settings.renew_deadline:g} s): the gap is what keeps "
             "an old leader from acting alongside the new one"
         )

@@ -52,7 +52,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         default=os.environ.get("POD_NAMESPACE", ""),
         help="namespace of the Lease (default: $POD_NAMESPACE)",
     )
-    election.add_argument("--leader-lease-duration", type=float, default=8.0)
+    election.add_argument("--leader-lease-duration", type=int, default=8, help="whole seconds")
     election.add_argument("--leader-renew-deadline", type=float, default=6.0)
     election.add_argument("--leader-retry-period", type=float, default=2.0)
     args = parser.parse_args(argv)
