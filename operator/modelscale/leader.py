@@ -164,6 +164,11 @@ class Leadership:
             return  # standalone: kopf's own start-up (resume handlers, pod list) is enough
         threading.Thread(target=self._campaign, name="leader-election", daemon=True).start()
 
+    def stop(self) -> None:
+        """Stop campaigning and acting (operator shutdown; tests)."""
+        if self._lock is not None:
+            self._lock.close()
+
     # ------------------------------------------------------------- the election thread
 
     def _campaign(self) -> None:
@@ -180,6 +185,9 @@ class Leadership:
             )
             try:
                 leaderelection.LeaderElection(config).run()  # type: ignore[no-untyped-call]
+            except lease.ElectionStoppedError:
+                log.info("%s: stopped campaigning for the lease", self.identity)
+                return
             except Exception:
                 log.exception("leader election failed; candidate again in %g s", s.retry_period)
             self._lock.forget()

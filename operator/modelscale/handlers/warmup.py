@@ -36,4 +36,6 @@ async def warmup_startup(memo: kopf.Memo, **_: Any) -> None:
 
 @kopf.on.cleanup()
 async def warmup_cleanup(memo: kopf.Memo, **_: Any) -> None:
-    runtime.of(memo).warmup.stop()
+    rt = runtime.of(memo)
+    rt.leader.stop()  # a stopping replica neither renews nor writes any more
+    rt.warmup.stop()

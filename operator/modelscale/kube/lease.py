@@ -28,6 +28,10 @@ class NotLeaderError(RuntimeError):
     """A write was refused because this replica does not hold a valid lease."""
 
 
+class ElectionStoppedError(RuntimeError):
+    """Raised through the election library's loops once `FencedLeaseLock.close()` ran."""
+
+
 class FencedLeaseLock(LeaseLock):
     """The client's LeaseLock on our own ApiClient, remembering when our last successful
     create/renew *started* (a lease is valid from the moment the request left, not from
@@ -47,6 +51,7 @@ class FencedLeaseLock(LeaseLock):
         self._clock = clock
         self._lock = threading.Lock()
         self._renewed_at: float | None = None
+        self._closed = False
 
     @property
     def renewed_at(self) -> float | None:
@@ -58,7 +63,24 @@ class FencedLeaseLock(LeaseLock):
         with self._lock:
             self._renewed_at = None
 
+    def close(self) -> None:
+        """Stop campaigning: every later call raises `ElectionStoppedError` out of the library's
+        loops (they have no stop of their own)."""
+        with self._lock:
+            self._closed = True
+            self._renewed_at = None
+
+    def _check_open(self) -> None:
+        with self._lock:
+            if self._closed:
+                raise ElectionStoppedError("leader election stopped")
+
+    def get(self, name: str, namespace: str) -> Any:
+        self._check_open()
+        return super().get(name, namespace)  # type: ignore[no-untyped-call]
+
     def _timed(self, write: Callable[[], bool]) -> bool:
+        self._check_open()
         started = self._clock()
         ok = write()
         if ok:
