@@ -110,6 +110,7 @@ class Leadership:
         self._started: list[Callback] = []
         self._stopped: list[Callback] = []
         self.transitions = 0
+        self._thread_leading = False  # the election thread's own view
 
     @classmethod
     def standalone(cls) -> Leadership:
@@ -164,10 +165,15 @@ class Leadership:
             return  # standalone: kopf's own start-up (resume handlers, pod list) is enough
         threading.Thread(target=self._campaign, name="leader-election", daemon=True).start()
 
-    def stop(self) -> None:
-        """Stop campaigning and acting (operator shutdown; tests)."""
-        if self._lock is not None:
-            self._lock.close()
+    def stop(self, *, release: bool = True) -> None:
+        """Stop campaigning and acting (operator shutdown; tests); with `release`, hand the
+        lease back so another replica leads within a retry period. Blocks on one API call."""
+        if self._lock is None:
+            return
+        held = self.holds()
+        self._lock.close()
+        if release and held and self._lock.release():
+            log.info("%s: released the lease %s", self.identity, self._lease_name())
 
     # ------------------------------------------------------------- the election thread
 
@@ -181,16 +187,23 @@ class Leadership:
                 s.renew_deadline,
                 s.retry_period,
                 onstarted_leading=self._on_started,
-                onstopped_leading=self._on_stopped,
+                # Told below instead: run() also ends by an exception, which skips it.
+                onstopped_leading=lambda: None,
             )
+            stopping = False
             try:
                 leaderelection.LeaderElection(config).run()  # type: ignore[no-untyped-call]
             except lease.ElectionStoppedError:
                 log.info("%s: stopped campaigning for the lease", self.identity)
-                return
+                stopping = True
             except Exception:
                 log.exception("leader election failed; candidate again in %g s", s.retry_period)
             self._lock.forget()
+            if self._thread_leading:
+                self._thread_leading = False
+                self._on_stopped()
+            if stopping:
+                return
             time.sleep(s.retry_period)
 
     def _notify(self, callbacks: list[Callback], *, leading: bool) -> None:
@@ -206,9 +219,11 @@ class Leadership:
             for cb in callbacks:
                 loop.create_task(cb())
 
-        loop.call_soon_threadsafe(run)
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody to tell
+            loop.call_soon_threadsafe(run)
 
     def _on_started(self) -> None:
+        self._thread_leading = True
         log.info("%s: leading (lease %s)", self.identity, self._lease_name())
         self._notify(self._started, leading=True)
 

@@ -83,6 +83,8 @@ def test_partitioned_leader_stops_before_the_other_takes_over(
         # Partition the leader: nothing listens on port 1.
         first_api.configuration.host = "https://127.0.0.1:1"
         cut = time.monotonic()
+        renewed = first._lock.renewed_at if first._lock else None
+        print(f"\nlast renewal {cut - (renewed or cut):.2f} s before the cut")
         seen += await _sample(a, b, until=lambda x, y: second.holds(), timeout=30)
         stopped = next(t for t, ha, hb in seen if t >= cut and not (ha if first is a else hb))
         took_over = seen[-1][0]
@@ -176,3 +178,28 @@ def test_gate_and_its_bookkeeping_are_one_pods_status_write(kube_api: Any, names
     assert [c.status for c in again.status.conditions if c.type == podfacts.CONDITION_TYPE] == [
         "False"
     ]
+
+
+def test_a_stopping_leader_hands_the_lease_over_at_once(
+    two_candidates: tuple[leader.Leadership, leader.Leadership, list[client.ApiClient]],
+) -> None:
+    """A rolling update of the operator: the old leader's clean shutdown releases the
+    Lease, so the other leads within about one retry period, not a lease duration."""
+    a, b, _ = two_candidates
+
+    async def scenario() -> float:
+        a.start()
+        b.start()
+        await _sample(a, b, until=lambda x, y: x.holds() or y.holds(), timeout=20)
+        await _sample(a, b, until=None, timeout=2 * FAST["retry_period"])
+        first, second = (a, b) if a.holds() else (b, a)
+        stopped = time.monotonic()
+        await asyncio.to_thread(first.stop)
+        assert not first.holds()
+        await _sample(a, b, until=lambda x, y: second.holds(), timeout=10)
+        second.stop()
+        return time.monotonic() - stopped
+
+    took = asyncio.run(scenario())
+    print(f"\nreleased lease taken over after {took:.2f} s")
+    assert took <= FAST["retry_period"] + 0.5

@@ -4,6 +4,7 @@ leader only; this module also starts the campaign for the lease)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from typing import Any
 
@@ -37,5 +38,6 @@ async def warmup_startup(memo: kopf.Memo, **_: Any) -> None:
 @kopf.on.cleanup()
 async def warmup_cleanup(memo: kopf.Memo, **_: Any) -> None:
     rt = runtime.of(memo)
-    rt.leader.stop()  # a stopping replica neither renews nor writes any more
+    # A stopping replica neither renews nor writes any more, and hands the lease over.
+    await asyncio.to_thread(rt.leader.stop)
     rt.warmup.stop()

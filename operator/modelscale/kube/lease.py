@@ -13,6 +13,7 @@ two candidates cannot both win one round). Two things it does not give, added he
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -22,6 +23,8 @@ from kubernetes import client
 from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
 
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+log = logging.getLogger(__name__)
 
 
 class NotLeaderError(RuntimeError):
@@ -44,10 +47,22 @@ class FencedLeaseLock(LeaseLock):
         name: str,
         namespace: str,
         identity: str,
+        request_timeout: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__(name, namespace, identity)  # type: ignore[no-untyped-call]
         self.api_instance = client.CoordinationV1Api(api)
+        # The library sends its Lease calls without a timeout: one request to a black-holed
+        # apiserver would hang the election thread past any deadline. `api` is the
+        # election's own client, so bounding its calls touches nothing else.
+        send = api.rest_client.request
+
+        def bounded(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+            if kwargs.get("_request_timeout") is None:
+                kwargs["_request_timeout"] = request_timeout
+            return send(method, url, *args, **kwargs)  # type: ignore[no-untyped-call]
+
+        api.rest_client.request = bounded  # type: ignore[method-assign]
         self._clock = clock
         self._lock = threading.Lock()
         self._renewed_at: float | None = None
@@ -70,6 +85,23 @@ class FencedLeaseLock(LeaseLock):
             self._closed = True
             self._renewed_at = None
 
+    def release(self) -> bool:
+        """Give the lease up (holder cleared) if we still hold it, so that a follower takes
+        it at its next try instead of after a whole lease duration (a rolling update of the
+        operator). Read, then replace with that resourceVersion: if anyone else wrote in
+        between, the apiserver refuses it and nothing changes."""
+        try:
+            held = self.api_instance.read_namespaced_lease(self.name, self.namespace)
+            if held.spec is None or held.spec.holder_identity != self.identity:
+                return False
+            held.spec.holder_identity = None
+            self.api_instance.replace_namespaced_lease(
+                name=self.name, namespace=self.namespace, body=held
+            )
+        except Exception:  # gone, replaced or unreachable: the lease simply expires
+            return False
+        return True
+
     def _check_open(self) -> None:
         with self._lock:
             if self._closed:
@@ -77,12 +109,23 @@ class FencedLeaseLock(LeaseLock):
 
     def get(self, name: str, namespace: str) -> Any:
         self._check_open()
-        return super().get(name, namespace)  # type: ignore[no-untyped-call]
+        try:
+            return super().get(name, namespace)  # type: ignore[no-untyped-call]
+        except Exception as err:
+            # The library catches only ApiException here; a connection error would end the
+            # election at once instead of being retried until the renew deadline. (False,
+            # err) is its "could not read, try again" answer.
+            log.info("reading lease %s/%s failed: %s", namespace, name, err)
+            return False, err
 
     def _timed(self, write: Callable[[], bool]) -> bool:
         self._check_open()
         started = self._clock()
-        ok = write()
+        try:
+            ok = write()
+        except Exception as err:  # connection errors, timeouts: a failed try, as a 409 is
+            log.info("writing lease %s/%s failed: %s", self.namespace, self.name, err)
+            ok = False
         if ok:
             with self._lock:
                 self._renewed_at = started
