@@ -19,6 +19,7 @@ from kubernetes import client, config
 from modelscale import leader, podfacts
 from modelscale.api.v1alpha1 import Condition
 from modelscale.kube import lease, pods
+from modelscale.warmup import gate
 
 pytestmark = pytest.mark.cluster
 
@@ -145,39 +146,26 @@ def test_gate_and_its_bookkeeping_are_one_pods_status_write(kube_api: Any, names
             },
         },
     )
-    condition = Condition(
-        type=podfacts.CONDITION_TYPE, status="True", reason="WarmedUp", message="warm"
-    )
-    pods.patch_condition(
-        kube_api,
-        namespace=namespace,
-        name="gated",
-        uid=pod.metadata.uid,
-        condition=condition,
-        annotations={podfacts.ANNOTATION_WARMED_RESTARTS: "0"},
-    )
-    after = core.read_namespaced_pod("gated", namespace)
+
+    def write(status: str, reason: str, restarts: str | None) -> Any:
+        """One pods/status patch; the pod as read right after it."""
+        cond = Condition(type=podfacts.CONDITION_TYPE, status=status, reason=reason, message="m")
+        change = gate.GateChange(cond, {podfacts.ANNOTATION_WARMED_RESTARTS: restarts})
+        pods.patch_condition(
+            kube_api, namespace=namespace, name="gated", uid=pod.metadata.uid, change=change
+        )
+        after = core.read_namespaced_pod("gated", namespace)
+        mine = [c for c in after.status.conditions or [] if c.type == podfacts.CONDITION_TYPE]
+        return after, [(c.status, c.reason) for c in mine]
+
+    after, opened = write("True", "WarmedUp", "0")
     assert int(after.metadata.resource_version) > int(pod.metadata.resource_version)
-    gate = [c for c in after.status.conditions or [] if c.type == podfacts.CONDITION_TYPE]
-    assert [(c.status, c.reason) for c in gate] == [("True", "WarmedUp")]
+    assert opened == [("True", "WarmedUp")]
     assert after.metadata.annotations[podfacts.ANNOTATION_WARMED_RESTARTS] == "0"
     # Closing it again removes the annotation in the same write (None deletes a key).
-    closed = Condition(
-        type=podfacts.CONDITION_TYPE, status="False", reason="Restarted", message="x"
-    )
-    pods.patch_condition(
-        kube_api,
-        namespace=namespace,
-        name="gated",
-        uid=pod.metadata.uid,
-        condition=closed,
-        annotations={podfacts.ANNOTATION_WARMED_RESTARTS: None},
-    )
-    again = core.read_namespaced_pod("gated", namespace)
+    again, closed = write("False", "Restarted", None)
     assert podfacts.ANNOTATION_WARMED_RESTARTS not in (again.metadata.annotations or {})
-    assert [c.status for c in again.status.conditions if c.type == podfacts.CONDITION_TYPE] == [
-        "False"
-    ]
+    assert closed == [("False", "Restarted")]
 
 
 def test_a_stopping_leader_hands_the_lease_over_at_once(

@@ -144,7 +144,8 @@ def test_gate_write_retries_overload_within_its_deadline(
         client.CoreV1Api, "patch_namespaced_pod_status", _failing_then_ok(statuses, made)
     )
     cond = Condition(type=podfacts.CONDITION_TYPE, status="True", reason="WarmedUp", message="m")
-    kwargs: dict[str, Any] = {"namespace": "ns", "name": "p", "uid": "u", "condition": cond}
+    kwargs: dict[str, Any] = {"namespace": "ns", "name": "p", "uid": "u"}
+    kwargs["change"] = gate.GateChange(cond)
     if raises is None:
         pods.patch_condition(client.ApiClient(), retry_for=retry_for, **kwargs)
     else:

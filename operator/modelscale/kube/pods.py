@@ -10,7 +10,6 @@ from collections.abc import Mapping
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from modelscale.api.v1alpha1 import Condition
 from modelscale.warmup import gate
 
 STRATEGIC_MERGE = "application/strategic-merge-patch+json"
@@ -30,14 +29,13 @@ def patch_condition(
     namespace: str,
     name: str,
     uid: str,
-    condition: Condition,
-    annotations: Mapping[str, str | None] | None = None,
+    change: gate.GateChange,
     retry_for: float = 0.0,
 ) -> None:
-    """Write the gate condition (and `annotations`, in the same patch). With `retry_for`
-    > 0, a 429/5xx is retried with backoff for that many seconds before it is raised: the
-    write that opens the gate after a finished warm-up is worth more than one try."""
-    body = gate.status_patch(condition, uid=uid, annotations=annotations)
+    """Write the gate condition and its annotations in one patch. With `retry_for` > 0, a
+    429/5xx is retried with backoff for that many seconds before it is raised: the write
+    that opens the gate after a finished warm-up is worth more than one try."""
+    body = gate.status_patch(change.condition, uid=uid, annotations=change.annotations)
     deadline = time.monotonic() + retry_for
     delay = 0.25
     while True:

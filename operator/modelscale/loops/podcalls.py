@@ -109,13 +109,8 @@ class PodCalls:
         condition = gate.warmed_condition(
             status=ok, reason=reason, message=message, now=now, previous=facts.warmed_condition
         )
-        await self._on_pod(
-            kube_pods.patch_condition,
-            facts,
-            condition=condition,
-            annotations=annotations,
-            retry_for=retry_for,
-        )
+        change = gate.GateChange(condition=condition, annotations=dict(annotations or {}))
+        await self._on_pod(kube_pods.patch_condition, facts, change=change, retry_for=retry_for)
         return dataclasses.replace(facts, warmed_condition=condition)
 
     async def spec(self, facts: PodFacts) -> Spec | None:

@@ -3,6 +3,7 @@ its gate must close again, and the condition and `pods/status` patch to write. P
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -47,6 +48,15 @@ def warmed_condition(
         message=message,
         last_transition_time=since,
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class GateChange:
+    """One write to a pod: its gate condition and the annotations that go with it (None
+    removes one)."""
+
+    condition: Condition
+    annotations: Mapping[str, str | None] = dataclasses.field(default_factory=dict)
 
 
 def status_patch(
