@@ -114,7 +114,7 @@ def test_a_follower_cannot_write_and_the_leader_can(
 ) -> None:
     config.load_kube_config(config_file=str(cluster.kubeconfig))  # type: ignore[no-untyped-call]
     holds = {"value": False}
-    fenced = lease.FencedApiClient(fence=lambda: holds["value"])
+    fenced = lease.fence_writes(client.ApiClient(), fence=lambda: holds["value"])
     core = client.CoreV1Api(fenced)
     body = {"metadata": {"name": "fenced"}, "data": {"who": "nobody"}}
     with pytest.raises(lease.NotLeaderError, match="does not hold the leader lease"):

@@ -93,7 +93,7 @@ def test_standalone_always_holds() -> None:
 
 def test_the_fence_refuses_writes_before_they_leave() -> None:
     """No server needed: a refused write never opens a connection (the host is unroutable)."""
-    fenced = lease.FencedApiClient(fence=lambda: False)
+    fenced = lease.fence_writes(client.ApiClient(), fence=lambda: False)
     fenced.configuration.host = "https://192.0.2.1:1"
     with pytest.raises(lease.NotLeaderError, match=r"PATCH .*/pods/p/status: this replica"):
         client.CoreV1Api(fenced).patch_namespaced_pod_status("p", "ns", {"status": {}})

@@ -117,7 +117,7 @@ def main(argv: list[str]) -> int:
     )
     # Every write the operator makes goes through this client, and it refuses them while
     # this replica does not hold a valid lease (the Lease itself uses `lease_api`).
-    api = lease.FencedApiClient(fence=leadership.holds)
+    api = lease.fence_writes(kube_client.load(), fence=leadership.holds)
     shared = runtime.Runtime(
         config=operator_config(args),
         api=api,

@@ -35,8 +35,12 @@ async def _every(
     *,
     leader: Leadership,
     wake: asyncio.Event,
+    idle: Callable[[], object] = lambda: None,
     initial_delay: float = 0.0,
 ) -> None:
+    """Run `work` every `interval` (at once when `wake` is set) while this replica leads;
+    a follower's tick runs `idle` instead (a liveness heartbeat belongs there: a follower
+    is healthy without doing passes)."""
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(wake.wait(), timeout=initial_delay)
     while True:
@@ -46,6 +50,8 @@ async def _every(
             if leader.holds():
                 # The Kubernetes and Prometheus clients block: keep them off the event loop.
                 await asyncio.to_thread(work)
+            else:
+                idle()
         except NotLeaderError as err:
             log.info("%s stopped: %s", what, err)
         except Exception:

@@ -7,7 +7,7 @@ two candidates cannot both win one round). Two things it does not give, added he
 
 - **when our lease ends**, measured on our own monotonic clock from the start of our
   last successful write: `FencedLeaseLock.renewed_at`;
-- **a fence**: `FencedApiClient` refuses every write (anything but GET/HEAD/OPTIONS)
+- **a fence**: `fence_writes` makes an ApiClient refuse every write (anything but GET/HEAD/OPTIONS)
   unless the fence says we still hold a valid lease. Every write path of the operator
   goes through this one client, so none of them needs to remember the check."""
 
@@ -58,8 +58,7 @@ class FencedLeaseLock(LeaseLock):
         send = api.rest_client.request
 
         def bounded(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
-            if kwargs.get("_request_timeout") is None:
-                kwargs["_request_timeout"] = request_timeout
+            kwargs["_request_timeout"] = request_timeout  # shorter than any renew deadline
             return send(method, url, *args, **kwargs)  # type: ignore[no-untyped-call]
 
         api.rest_client.request = bounded  # type: ignore[method-assign]
@@ -142,21 +141,20 @@ class FencedLeaseLock(LeaseLock):
         )
 
 
-class FencedApiClient(client.ApiClient):
-    """An ApiClient whose writes raise `NotLeaderError` while `fence()` is False. Reads
-    (and watches) always pass: a follower keeps its view of the cluster warm."""
+def fence_writes(api: client.ApiClient, *, fence: Callable[[], bool]) -> client.ApiClient:
+    """Make `api` refuse every write (anything but GET/HEAD/OPTIONS) with `NotLeaderError`
+    while `fence()` is False; returns `api`. Reads and watches always pass: a follower
+    keeps its view of the cluster warm. It wraps the client's transport, so it composes
+    with whatever the client does above it (timeouts, retries)."""
+    send = api.rest_client.request
 
-    def __init__(self, *, fence: Callable[[], bool]) -> None:
-        super().__init__()
-        self._fence = fence
-        send = self.rest_client.request
+    def fenced(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        if method.upper() not in READ_METHODS and not fence():
+            raise NotLeaderError(
+                f"refused {method} {url.split('?', maxsplit=1)[0]}: this replica does not "
+                "hold the leader lease"
+            )
+        return send(method, url, *args, **kwargs)  # type: ignore[no-untyped-call]
 
-        def fenced(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
-            if method.upper() not in READ_METHODS and not self._fence():
-                raise NotLeaderError(
-                    f"refused {method} {url.split('?', maxsplit=1)[0]}: this replica does not "
-                    "hold the leader lease"
-                )
-            return send(method, url, *args, **kwargs)  # type: ignore[no-untyped-call]
-
-        self.rest_client.request = fenced  # type: ignore[method-assign]
+    api.rest_client.request = fenced  # type: ignore[method-assign]
+    return api
