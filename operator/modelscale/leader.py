@@ -34,6 +34,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.leaderelection import electionconfig, leaderelection
 
+from modelscale import telemetry
 from modelscale.kube import lease
 
 log = logging.getLogger(__name__)
@@ -109,7 +110,6 @@ class Leadership:
         self._changed: asyncio.Event | None = None
         self._started: list[Callback] = []
         self._stopped: list[Callback] = []
-        self.transitions = 0
         self._thread_leading = False  # the election thread's own view
 
     @classmethod
@@ -162,6 +162,7 @@ class Leadership:
         self._loop = asyncio.get_running_loop()
         self._changed = asyncio.Event()
         if self._lock is None:
+            telemetry.LEADER.set(1)
             return  # standalone: kopf's own start-up (resume handlers, pod list) is enough
         threading.Thread(target=self._campaign, name="leader-election", daemon=True).start()
 
@@ -213,7 +214,7 @@ class Leadership:
 
         def run() -> None:
             self._leading = leading
-            self.transitions += 1
+            telemetry.LEADER.set(1 if leading else 0)
             if self._changed is not None:
                 self._changed.set()
             for cb in callbacks:

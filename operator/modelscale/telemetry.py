@@ -80,3 +80,7 @@ PODS_REPLACED = Counter(
     list(PER_DEPLOYMENT),
 )
 IN_FLIGHT = Gauge("modelscale_warmups_in_flight", "Warm-ups running or waiting for a slot")
+LEADER = Gauge(
+    "modelscale_leader",
+    "1 while this replica holds the leader Lease (it acts), 0 while it follows",
+)
