@@ -257,6 +257,10 @@ def test_leader_killed_mid_warm_up_the_other_replica_takes_over(
     # The killed replica came back (restarted container) as a follower: one leader.
     wait_until(lambda: both_operators_ready(kubectl), timeout=120, what="the killed one back")
     assert lease_holder(kube_api).startswith(survivor["metadata"]["name"] + "_")
+    assert metric(ip, "modelscale_leader") == 1
+    leader_ip = pod_named(kubectl, lease_holder(kube_api)).get("status", {}).get("podIP")
+    back = [p for p in operator_pods(kubectl) if p["status"].get("podIP") != leader_ip]
+    assert [metric(p["status"]["podIP"], "modelscale_leader") for p in back] == [0]
     # Nothing was done twice or undone.
     assert gates.closed_after_open() == {}
     assert gates.open_without_bookkeeping == []
