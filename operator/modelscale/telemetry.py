@@ -133,3 +133,9 @@ class Heartbeat:
 
 
 SCALING_LOOP = Heartbeat(started=time.monotonic())
+
+
+LEADER = Gauge(
+    "modelscale_leader",
+    "1 while this replica holds the leader Lease (it acts), 0 while it follows",
+)

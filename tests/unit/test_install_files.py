@@ -166,6 +166,16 @@ def operator_container(docs: list[dict[str, Any]]) -> dict[str, Any]:
     return result
 
 
+LEADER_ARGS = [
+    "--leader-election",
+    "--leader-lease-name=modelscale-leader",
+    "--leader-lease-namespace=modelscale-system",
+    "--leader-lease-duration=8",
+    "--leader-renew-deadline=6",
+    "--leader-retry-period=2",
+]
+
+
 @pytest.mark.parametrize(
     ("values", "args"),
     [
@@ -180,6 +190,7 @@ def operator_container(docs: list[dict[str, Any]]) -> dict[str, Any]:
                 "--autoscale-interval=15",
                 "--resync-interval=60",
                 "--log-level=info",
+                *LEADER_ARGS,
             ],
             id="all-namespaces",
         ),
@@ -200,6 +211,7 @@ def operator_container(docs: list[dict[str, Any]]) -> dict[str, Any]:
                 "--autoscale-interval=5",
                 "--resync-interval=60",
                 "--log-level=debug",
+                *LEADER_ARGS,
             ],
             id="two-namespaces",
         ),
@@ -223,7 +235,10 @@ def test_operator_runs_non_root_on_a_read_only_root_filesystem() -> None:
     env = {e["name"]: e for e in container["env"]}
     assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
     assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
-    assert dep["spec"]["replicas"] == 1 and dep["spec"]["strategy"] == {"type": "Recreate"}
+    # Two replicas, one leader (a Lease): a rollout may overlap old and new pods.
+    assert dep["spec"]["replicas"] == 2
+    assert dep["spec"]["strategy"]["type"] == "RollingUpdate"
+    assert "--leader-election" in container["args"]
 
 
 def rules(docs: list[dict[str, Any]], name: str) -> set[tuple[str, str, str]]:
@@ -269,6 +284,27 @@ def test_rbac_is_least_privilege(group: str, resource: str, verb: str, allowed: 
     assert not any("*" in rule for rule in granted)
 
 
+def test_leader_election_may_touch_only_its_own_lease() -> None:
+    """The Lease Role is namespaced to the release and `update` names the one Lease; with
+    leader election off (one replica) there is no Role at all."""
+    docs = template()
+    (role,) = find(docs, "Role", "modelscale-leader-election")
+    assert role["metadata"]["namespace"] == "modelscale-system"
+    named = [r for r in role["rules"] if r.get("resourceNames")]
+    assert named == [
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": ["modelscale-leader"],
+            "verbs": ["get", "update"],
+        }
+    ]
+    assert "--leader-lease-name=modelscale-leader" in operator_container(docs)["args"]
+    single = template("leaderElection.enabled=false", "replicas=1")
+    assert find(single, "Role") == []
+    assert "--leader-election" not in operator_container(single)["args"]
+
+
 @pytest.mark.parametrize(
     ("values", "cluster_wide", "role_binding_namespaces"),
     [
@@ -282,13 +318,19 @@ def test_watched_namespaces_decide_where_the_operator_role_is_bound(
     docs = template(*values)
     bindings = find(docs, "ClusterRoleBinding")
     assert any(b["roleRef"]["name"] == "modelscale" for b in bindings) is cluster_wide
+    # (the leader-election Role and RoleBinding, in the release namespace, hold only the Lease)
     assert [
-        b["metadata"]["namespace"] for b in find(docs, "RoleBinding")
+        b["metadata"]["namespace"]
+        for b in find(docs, "RoleBinding")
+        if not b["metadata"]["name"].endswith("-leader-election")
     ] == role_binding_namespaces
     # CRDs stay listable cluster-wide in both modes (kopf watches them).
     assert any(b["roleRef"]["name"] == "modelscale-cluster" for b in bindings)
     # Namespaced: a Role per namespace with the same rules, nothing namespaced cluster-wide.
-    roles = find(docs, "Role")
+    # (the leader-election Role, in the release namespace, holds only the Lease)
+    roles = [
+        r for r in find(docs, "Role") if not r["metadata"]["name"].endswith("-leader-election")
+    ]
     assert [r["metadata"]["namespace"] for r in roles] == role_binding_namespaces
     assert all(b["roleRef"]["kind"] == "Role" for b in find(docs, "RoleBinding"))
     assert bool(find(docs, "ClusterRole", "modelscale")) is cluster_wide

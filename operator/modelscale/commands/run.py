@@ -15,8 +15,10 @@ from collections.abc import Iterable
 import kopf
 import prometheus_client
 
+from modelscale import leader
 from modelscale.config import DEFAULT_PROMETHEUS_URL, OperatorConfig
 from modelscale.kube import client as kube_client
+from modelscale.kube import lease
 from modelscale.loops.warmup import WarmupRunner
 from modelscale.metrics import connection
 
@@ -73,6 +75,21 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "hostPath, added capabilities, root ...)",
     )
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
+    election = parser.add_argument_group(
+        "leader election", "several replicas; only the one holding the Lease acts"
+    )
+    election.add_argument(
+        "--leader-election", action="store_true", help="elect a leader on a Lease (HA)"
+    )
+    election.add_argument("--leader-lease-name", default="modelscale-leader")
+    election.add_argument(
+        "--leader-lease-namespace",
+        default=os.environ.get("POD_NAMESPACE", ""),
+        help="namespace of the Lease (default: $POD_NAMESPACE)",
+    )
+    election.add_argument("--leader-lease-duration", type=int, default=8, help="whole seconds")
+    election.add_argument("--leader-renew-deadline", type=float, default=6.0)
+    election.add_argument("--leader-retry-period", type=float, default=2.0)
     args = parser.parse_args(argv)
     try:
         args.prometheus_access = connection.access(
@@ -85,6 +102,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         parser.error(str(err))
     if not args.all_namespaces and not args.namespace:
         args.all_namespaces = True
+    if args.leader_election:
+        problem = leader.settings_problem(election_settings(args))
+        if problem:
+            parser.error(problem)
     return args
 
 
@@ -114,6 +135,17 @@ class RedactedDiffBaseStorage(kopf.StatusDiffBaseStorage):
                 digest = hashlib.sha256(env["value"].encode()).hexdigest()[:16]
                 env["value"] = f"sha256:{digest}"
         return essence
+
+
+def election_settings(args: argparse.Namespace) -> leader.ElectionSettings:
+    return leader.ElectionSettings(
+        lease_name=args.leader_lease_name,
+        namespace=args.leader_lease_namespace,
+        identity=leader.identity(),
+        lease_duration=args.leader_lease_duration,
+        renew_deadline=args.leader_renew_deadline,
+        retry_period=args.leader_retry_period,
+    )
 
 
 def build_settings(args: argparse.Namespace) -> kopf.OperatorSettings:
@@ -160,8 +192,23 @@ def main(argv: list[str]) -> int:
         warmup,
     )
 
-    api = kube_client.load(timeout_seconds=args.kube_timeout)
-    shared = runtime.Runtime(config=operator_config(args), api=api, warmup=WarmupRunner(api))
+    lease_api = kube_client.load(timeout_seconds=args.kube_timeout)
+    leadership = (
+        leader.Leadership.elect(api=lease_api, settings=election_settings(args))
+        if args.leader_election
+        else leader.Leadership.standalone()
+    )
+    # Every write the operator makes goes through this client, and it refuses them while
+    # this replica does not hold a valid lease (the Lease itself uses `lease_api`).
+    api = lease.fence_writes(
+        kube_client.load(timeout_seconds=args.kube_timeout), fence=leadership.holds
+    )
+    shared = runtime.Runtime(
+        config=operator_config(args),
+        api=api,
+        warmup=WarmupRunner(api, leader=leadership),
+        leader=leadership,
+    )
 
     prometheus_client.start_http_server(args.metrics_port)
     kopf.run(

@@ -1,10 +1,16 @@
 """The operator's periodic loops, started and stopped with kopf: the scaling pass
 (`loops.scaling`) every `--autoscale-interval` and a full resync (`loops.reconcile`)
-every `--resync-interval`."""
+every `--resync-interval`.
+
+Every replica runs the loops; a pass does its work only on the leader (`modelscale.leader`),
+so a follower's loop still completes (its liveness stays green) without writing. A replica
+that becomes leader runs both at once instead of waiting out the interval: that is the
+failover time to the next scaling pass."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -12,7 +18,10 @@ from typing import Any
 
 import kopf
 
+from modelscale import telemetry
 from modelscale.handlers import runtime
+from modelscale.kube.lease import NotLeaderError
+from modelscale.leader import Leadership
 from modelscale.loops import breaker, reconcile, scaling
 
 log = logging.getLogger(__name__)
@@ -24,38 +33,74 @@ BREAKER_INTERVAL_SECONDS = 5.0
 
 
 async def _every(
-    interval: float, what: str, work: Callable[[], object], *, initial_delay: float = 0.0
+    interval: float,
+    what: str,
+    work: Callable[[], object],
+    *,
+    leader: Leadership,
+    wake: asyncio.Event,
+    idle: Callable[[], object] = lambda: None,
+    initial_delay: float = 0.0,
 ) -> None:
-    await asyncio.sleep(initial_delay)
+    """Run `work` every `interval` (at once when `wake` is set) while this replica leads;
+    a follower's tick runs `idle` instead (a liveness heartbeat belongs there: a follower
+    is healthy without doing passes)."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(wake.wait(), timeout=initial_delay)
     while True:
+        wake.clear()
         started = time.monotonic()
         try:
-            # The Kubernetes and Prometheus clients block: keep them off the event loop.
-            await asyncio.to_thread(work)
+            if leader.holds():
+                # The Kubernetes and Prometheus clients block: keep them off the event loop.
+                await asyncio.to_thread(work)
+            else:
+                idle()
+        except NotLeaderError as err:
+            log.info("%s stopped: %s", what, err)
         except Exception:
             log.exception("%s failed; next in %.0f s", what, interval)
-        await asyncio.sleep(max(0.0, interval - (time.monotonic() - started)))
+        remaining = max(0.0, interval - (time.monotonic() - started))
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(wake.wait(), timeout=remaining)
 
 
 @kopf.on.startup()
 async def autoscaler_start(memo: kopf.Memo, **_: Any) -> None:
     rt = runtime.of(memo)
     config = rt.config
+    wake_scaling, wake_resync = asyncio.Event(), asyncio.Event()
+
+    async def leading() -> None:
+        wake_scaling.set()
+        wake_resync.set()
+
+    async def stopped() -> None:
+        return None
+
+    rt.leader.subscribe(started=leading, stopped=stopped)
     memo[LOOPS] = [
         asyncio.create_task(
             _every(
                 config.autoscale_interval,
                 "scaling pass",
                 lambda: scaling.timed_pass(rt.api, config=config),
+                leader=rt.leader,
+                wake=wake_scaling,
+                # A follower is alive without passes: its tick is the liveness heartbeat.
+                idle=lambda: telemetry.SCALING_LOOP.beat(now=time.monotonic()),
             ),
             name="modelscale-autoscaler",
         ),
         asyncio.create_task(
-            # kopf's resume handlers reconcile everything at start; resync after that.
+            # kopf's resume handlers reconcile everything at start; resync after that (and
+            # at once when this replica takes the lease over).
             _every(
                 config.resync_interval,
                 "resync",
                 lambda: reconcile.resync_all(rt.api, config=config, now=time.time()),
+                leader=rt.leader,
+                wake=wake_resync,
                 initial_delay=config.resync_interval,
             ),
             name="modelscale-resync",
@@ -65,6 +110,8 @@ async def autoscaler_start(memo: kopf.Memo, **_: Any) -> None:
                 min(BREAKER_INTERVAL_SECONDS, config.autoscale_interval),
                 "circuit breaker pass",
                 lambda: breaker.run_pass(rt.api, config=config, now=time.time()),
+                leader=rt.leader,
+                wake=asyncio.Event(),
             ),
             name="modelscale-breaker",
         ),

@@ -1,8 +1,15 @@
 """kopf handlers that converge a ModelDeployment's children and report its status: every
-event runs the same level-based pass (`loops.reconcile`)."""
+event runs the same level-based pass (`loops.reconcile`).
+
+Only the leader reconciles. On a follower the ModelDeployment handler waits (async, no
+thread held) until this replica leads, then reconciles the object as it is *then* (read
+again: the event's body may be long out of date). Waiting instead of failing keeps kopf
+from recording anything in the object's status while we are not the leader — a follower's
+retry bookkeeping would otherwise be read by the leader's kopf as its own."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -13,6 +20,7 @@ from kubernetes.client.exceptions import ApiException
 from modelscale.api.v1alpha1 import GROUP, PLURAL, VERSION
 from modelscale.handlers import runtime
 from modelscale.kube import reads
+from modelscale.kube.lease import NotLeaderError
 from modelscale.loops import reconcile as loop
 from modelscale.resources import names
 
@@ -28,31 +36,56 @@ def _reconcile(rt: runtime.Runtime, body: Mapping[str, Any]) -> None:
         raise kopf.TemporaryError(str(err), delay=err.delay) from err
 
 
+def _fetch(rt: runtime.Runtime, *, namespace: str, name: str) -> dict[str, Any] | None:
+    try:
+        return reads.fetch_modeldeployment(rt.api, namespace=namespace, name=name)
+    except ApiException as err:
+        raise kopf.TemporaryError(
+            f"reading ModelDeployment {namespace}/{name}: {err.reason}", delay=5
+        ) from err
+
+
+async def _as_leader(rt: runtime.Runtime, body: Mapping[str, Any]) -> None:
+    """Reconcile `body` once this replica leads (re-read if we had to wait for that)."""
+    meta = body.get("metadata", {})
+    namespace, name = meta.get("namespace", ""), meta.get("name", "")
+    current: Mapping[str, Any] | None = body
+    while True:
+        if not rt.leader.holds():
+            await rt.leader.wait()
+            current = await asyncio.to_thread(_fetch, rt, namespace=namespace, name=name)
+        if current is None:
+            return  # deleted meanwhile
+        try:
+            await asyncio.to_thread(_reconcile, rt, current)
+            return
+        except NotLeaderError:
+            continue  # the lease lapsed mid-pass: the next leader (maybe us) does it
+
+
 @kopf.on.resume(GROUP, VERSION, PLURAL)
 @kopf.on.create(GROUP, VERSION, PLURAL)
 @kopf.on.update(GROUP, VERSION, PLURAL, field="spec")
-def modeldeployment_reconcile(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    _reconcile(runtime.of(memo), body)
+async def modeldeployment_reconcile(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    await _as_leader(runtime.of(memo), body)
 
 
 @kopf.on.event("apps", "v1", "deployments", labels={names.LABEL_MANAGED_BY: names.MANAGED_BY})
 def child_deployment_event(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    """A child Deployment changed (rollout progress, or someone edited it): converge and
-    refresh the owner's status."""
+    """A child Deployment changed (rollout progress, someone edited or deleted it):
+    converge and refresh the owner's status. Followers leave it to the leader (whose
+    resync on takeover covers what happened before)."""
     owner = body.get("metadata", {}).get("labels", {}).get(names.LABEL_MODELDEPLOYMENT)
     namespace = body.get("metadata", {}).get("namespace")
     if not owner or not namespace:
         return
     rt = runtime.of(memo)
-    try:
-        md_body = reads.fetch_modeldeployment(rt.api, namespace=namespace, name=owner)
-    except ApiException as err:
-        raise kopf.TemporaryError(
-            f"reading ModelDeployment {namespace}/{owner}: {err.reason}", delay=5
-        ) from err
+    if not rt.leader.holds():
+        return
+    md_body = _fetch(rt, namespace=namespace, name=owner)
     if md_body is None:
         return  # the owner is gone; garbage collection removes the child
     try:
         _reconcile(rt, md_body)
-    except kopf.PermanentError:
-        return  # already reported on the ModelDeployment
+    except (kopf.PermanentError, NotLeaderError):
+        return  # already reported on the ModelDeployment / the next leader converges it

@@ -3,23 +3,26 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from kubernetes import client
 
 from modelscale.config import OperatorConfig
+from modelscale.leader import Leadership
 from modelscale.loops.warmup import WarmupRunner
 
 MEMO_KEY = "modelscale"
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Runtime:
     config: OperatorConfig
     api: client.ApiClient
     warmup: WarmupRunner
+    leader: Leadership = dataclasses.field(default_factory=Leadership.standalone)
+    """Who acts: only the replica holding the lease writes (`modelscale.leader`)."""
 
 
 def of(memo: Mapping[Any, Any]) -> Runtime:

@@ -123,15 +123,17 @@ def _act(
         now=now,
         previous=facts.warmed_condition,
     )
+    # The gate and the ejection count in one write: a kill between two writes could not
+    # lose the count (it bounds ejections before the pod is replaced).
     kube_pods.patch_condition(
-        api, namespace=facts.namespace, name=facts.name, uid=facts.uid, condition=condition
-    )
-    kube_pods.patch_annotations(
         api,
         namespace=facts.namespace,
         name=facts.name,
         uid=facts.uid,
-        annotations={ANNOTATION_EJECTIONS: str(_ejections(facts) + 1)},
+        change=gate.GateChange(
+            condition=condition,
+            annotations={ANNOTATION_EJECTIONS: str(_ejections(facts) + 1)},
+        ),
     )
 
 

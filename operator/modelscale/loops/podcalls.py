@@ -93,14 +93,24 @@ class PodCalls:
         )
 
     async def write_condition(
-        self, facts: PodFacts, *, ok: bool, reason: str, message: str, now: float
+        self,
+        facts: PodFacts,
+        *,
+        ok: bool,
+        reason: str,
+        message: str,
+        now: float,
+        annotations: Mapping[str, str | None] | None = None,
+        retry_for: float = 0.0,
     ) -> PodFacts:
-        """Write the gate condition; returns the facts with it, so that the next write keeps
-        lastTransitionTime while the status stays the same."""
+        """Write the gate condition, with `annotations` in the same patch; returns the
+        facts with it, so that the next write keeps lastTransitionTime while the status
+        stays the same."""
         condition = gate.warmed_condition(
             status=ok, reason=reason, message=message, now=now, previous=facts.warmed_condition
         )
-        await self._on_pod(kube_pods.patch_condition, facts, condition=condition)
+        change = gate.GateChange(condition=condition, annotations=dict(annotations or {}))
+        await self._on_pod(kube_pods.patch_condition, facts, change=change, retry_for=retry_for)
         return dataclasses.replace(facts, warmed_condition=condition)
 
     async def spec(self, facts: PodFacts) -> Spec | None:

@@ -8,6 +8,13 @@ finalizer and give us what a daemon would:
 - resumed after an operator restart: kopf lists all pods at start, every pod whose gate is
   not True yet gets a fresh warm-up (the attempt counter lives in a pod annotation).
 
+Only the leader warms (`modelscale.leader`): a follower ignores pod events; when it takes
+the lease over it lists every pod once (`resume`) and carries on from what the pods say;
+when it loses the lease it drops every warm-up in flight (`on_lost`), and the fenced API
+client refuses any write that was still on its way. The gate is opened, and the restart
+count that re-closes it after a container restart recorded, by one `pods/status` patch:
+no kill can leave one without the other.
+
 All runtime state (in-flight warm-ups, warmed pods whose load is sampled, thread pools)
 lives in one `WarmupRunner`, created at operator start. Blocking work (tritonclient, the
 Kubernetes client) runs in bounded thread pools, so many pods warming at once never block
@@ -32,6 +39,9 @@ from kubernetes.client.exceptions import ApiException
 from modelscale import podfacts, telemetry
 from modelscale.api.v1alpha1 import ModelDeployment, WarmUp, from_rfc3339
 from modelscale.control import breaker
+from modelscale.kube import reads
+from modelscale.kube.lease import NotLeaderError
+from modelscale.leader import Leadership
 from modelscale.loops import control_key, podcalls
 from modelscale.podfacts import ANNOTATION_ATTEMPTS, ANNOTATION_SECONDS_TO_READY, PodFacts
 from modelscale.warmup import client as warmup_client
@@ -48,6 +58,9 @@ LOAD_REFRESH_SECONDS = 30.0
 SPEC_RECHECK_SECONDS = 30.0
 # After an unexpected error (API server hiccup, a bug) the warm-up starts over this much later.
 RETRY_AFTER_ERROR_SECONDS = 10.0
+# How long the write that opens the gate after a finished warm-up retries a 429/5xx: a
+# warm-up costs real inference time, throwing it away over one overloaded answer is waste.
+OPEN_GATE_RETRY_SECONDS = 30.0
 
 
 @dataclasses.dataclass
@@ -69,9 +82,16 @@ class WarmupRunner:
     """Warm-ups in flight and warmed pods, for one operator process. Call its methods on
     the event loop only."""
 
-    def __init__(self, api: client.ApiClient, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        api: client.ApiClient,
+        *,
+        clock: Callable[[], float] = time.time,
+        leader: Leadership | None = None,
+    ) -> None:
         self._api = api
         self._clock = clock
+        self._leader = leader if leader is not None else Leadership.standalone()
         self._warmups = ThreadPoolExecutor(
             max_workers=MAX_CONCURRENT_WARMUPS, thread_name_prefix="warmup"
         )
@@ -90,6 +110,8 @@ class WarmupRunner:
             except ApiException as err:
                 if err.status not in (404, 409, 422):
                     log.warning("%s: %s", what, err.reason)
+            except NotLeaderError as err:
+                log.info("%s: %s", what, err)
             except Exception:
                 log.exception("%s failed", what)
 
@@ -154,13 +176,24 @@ class WarmupRunner:
         await asyncio.sleep(SPEC_RECHECK_SECONDS)
         return facts
 
-    async def _record_warmed(self, facts: PodFacts, *, attempts: int, now: float) -> None:
-        # `now` is taken just before the gate opened: creation + seconds-to-warm never lies
+    async def _open(self, facts: PodFacts, *, reason: str, message: str, attempts: int) -> PodFacts:
+        """Open the gate and record the warm-up (restart count, attempts, seconds-to-warm,
+        deletion cost) in one patch, retrying a 429/5xx for a while."""
+        # `now` is taken just before the gate opens: creation + seconds-to-warm never lies
         # after the moment traffic could first arrive.
+        now = self._clock()
         updates = pod_annotations.annotation_updates(
             facts, now=now, load=None, warmed=True, attempts=attempts
         )
-        await self._k8s.annotate(facts, updates)
+        facts = await self._k8s.write_condition(
+            facts,
+            ok=True,
+            reason=reason,
+            message=message,
+            now=now,
+            annotations=updates,
+            retry_for=OPEN_GATE_RETRY_SECONDS,
+        )
         warm = updates.get(podfacts.ANNOTATION_SECONDS_TO_WARM)
         if warm is not None:
             telemetry.SECONDS_TO_WARM.labels(facts.namespace, facts.modeldeployment or "").observe(
@@ -168,6 +201,7 @@ class WarmupRunner:
             )
         if facts.ip is not None:
             self._warmed[facts.uid] = None
+        return facts
 
     async def _half_open(self, facts: PodFacts, md: ModelDeployment) -> None:
         """A pod the circuit breaker ejected is warmed up again only after its
@@ -208,16 +242,13 @@ class WarmupRunner:
             settings = md.spec.warm_up
             await self._half_open(facts, md)
             if not settings.enabled:
-                now = self._clock()
-                await self._k8s.write_condition(
+                await self._open(
                     facts,
-                    ok=True,
                     reason=reasons.DISABLED,
                     message="warm-up disabled: ready as soon as the containers are",
-                    now=now,
+                    attempts=attempts,
                 )
                 telemetry.WARMUPS.labels(facts.namespace, md_name, reasons.DISABLED).inc()
-                await self._record_warmed(facts, attempts=attempts, now=now)
                 return
             if verdict.should_give_up(attempts=attempts, settings=settings):
                 await self._give_up(
@@ -264,18 +295,16 @@ class WarmupRunner:
                 )
                 continue
             if result.ok:
-                now = self._clock()
-                facts = await self._k8s.write_condition(
-                    facts, ok=True, reason=result.reason, message=result.message, now=now
+                facts = await self._open(
+                    facts, reason=result.reason, message=result.message, attempts=attempts
                 )
-                await self._record_warmed(facts, attempts=attempts, now=now)
                 log.info("%s/%s: %s", facts.namespace, facts.name, result.message)
                 await self._k8s.event(
                     podcalls.pod_ref(facts),
                     warning=False,
                     reason=result.reason,
                     message=result.message,
-                    now=now,
+                    now=self._clock(),
                 )
                 return
             attempts += 1
@@ -287,12 +316,15 @@ class WarmupRunner:
                 result.reason,
                 result.message,
             )
-            facts = await self._closed(
+            # The failed attempt is counted in the same write that says why.
+            facts = await self._k8s.write_condition(
                 facts,
+                ok=False,
                 reason=result.reason,
                 message=f"attempt {attempts} of {settings.max_attempts}: {result.message}",
+                now=self._clock(),
+                annotations={ANNOTATION_ATTEMPTS: str(attempts)},
             )
-            await self._k8s.annotate(facts, {ANNOTATION_ATTEMPTS: str(attempts)})
             if verdict.should_give_up(attempts=attempts, settings=settings):
                 await self._give_up(
                     facts,
@@ -313,6 +345,12 @@ class WarmupRunner:
                 except warmup_client.StoppedError:
                     log.info("%s/%s: warm-up stopped", facts.namespace, facts.name)
                     return
+                except NotLeaderError as err:
+                    # Our lease lapsed: wait until it is ours again (if another replica
+                    # takes it, `on_lost` cancels this task), then start from the pod.
+                    log.info("%s/%s: warm-up paused: %s", facts.namespace, facts.name, err)
+                    await self._leader.wait()
+                    continue
                 except ApiException as err:
                     if err.status in (404, 409, 422):
                         # The pod is gone or was replaced (uid precondition): nothing to warm.
@@ -400,11 +438,16 @@ class WarmupRunner:
         )
         log.warning("%s/%s: %s", facts.namespace, facts.name, message)
         self._warmed.pop(facts.uid, None)
-        await self._k8s.write_condition(
-            facts, ok=False, reason=reasons.RESTARTED, message=message, now=now
-        )
+        # One write: a kill in between cannot leave a closed gate still marked warmed.
         # seconds-to-warm stays: it is the pod's start-up figure, not this re-warm's.
-        await self._k8s.annotate(facts, {podfacts.ANNOTATION_WARMED_RESTARTS: None})
+        await self._k8s.write_condition(
+            facts,
+            ok=False,
+            reason=reasons.RESTARTED,
+            message=message,
+            now=now,
+            annotations={podfacts.ANNOTATION_WARMED_RESTARTS: None},
+        )
 
     def on_pod_event(self, *, event_type: str | None, body: Mapping[str, Any]) -> None:
         """Quick and non-blocking: decide, then hand the work to background tasks."""
@@ -416,6 +459,8 @@ class WarmupRunner:
             self._last_facts.pop(facts.uid, None)
             self._giving_up.discard(facts.uid)
             return
+        if not self._leader.holds():
+            return  # the leader warms; `resume` catches up when this replica takes over
         now = self._clock()
         self._last_facts[facts.uid] = facts
         self._spawn(self._maintain_annotations(facts, now=now), f"annotations of {where}")
@@ -441,7 +486,7 @@ class WarmupRunner:
     async def _refresh_loads(self) -> None:
         """Sample each warmed pod's served-request counter; its rate orders scale-down."""
         while not self._stopped.is_set():
-            for uid, previous in list(self._warmed.items()):
+            for uid, previous in list(self._warmed.items()) if self._leader.holds() else []:
                 facts = self._last_facts.get(uid)
                 if facts is None or facts.ip is None:
                     continue
@@ -471,6 +516,28 @@ class WarmupRunner:
     def start(self) -> None:
         """Begin sampling warmed pods' load (on the running event loop)."""
         self._spawn(self._refresh_loads(), "load refresh")
+
+    # ----------------------------------------------------------------------- leadership
+
+    async def resume(self, *, namespaces: tuple[str, ...]) -> None:
+        """This replica just took the lease: look at every ModelDeployment pod once, as
+        kopf's initial listing does at start (pod events before now were ignored)."""
+        bodies = await self._k8s.call(
+            reads.list_modeldeployment_pods, self._api, namespaces=namespaces
+        )
+        log.info("leading: looking at %d pods for warm-ups to do", len(bodies))
+        for body in bodies:
+            self.on_pod_event(event_type="ADDED", body=body)
+
+    def on_lost(self) -> None:
+        """Another replica may lead now: drop every warm-up in flight (their writes are
+        refused by the fence anyway) and what we knew, so that a later takeover starts from
+        the pods again."""
+        for uid in list(self.in_flight):
+            self.cancel(uid)
+        self._warmed.clear()
+        self._last_facts.clear()
+        self._giving_up.clear()
 
     def stop(self) -> None:
         self._stopped.set()

@@ -3,6 +3,8 @@ its gate must close again, and the condition and `pods/status` patch to write. P
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 from modelscale.api.v1alpha1 import Condition, to_api, to_rfc3339
@@ -48,12 +50,33 @@ def warmed_condition(
     )
 
 
-def status_patch(condition: Condition, *, uid: str = "") -> dict[str, Any]:
+@dataclasses.dataclass(frozen=True)
+class GateChange:
+    """One write to a pod: its gate condition and the annotations that go with it (None
+    removes one)."""
+
+    condition: Condition
+    annotations: Mapping[str, str | None] = dataclasses.field(default_factory=dict)
+
+
+def status_patch(
+    condition: Condition, *, uid: str = "", annotations: Mapping[str, str | None] | None = None
+) -> dict[str, Any]:
     """Strategic merge patch for `pods/status`: conditions merge by `type`. With `uid` the
-    apiserver refuses to patch a different pod that took the same name."""
+    apiserver refuses to patch a different pod that took the same name.
+
+    `annotations` (None removes one) ride in the same patch: the pod status strategy keeps
+    metadata changes other than owner references, so the gate and its bookkeeping (the
+    restart count that re-closes the gate after a container restart) are stored together
+    or not at all."""
     patch: dict[str, Any] = {"status": {"conditions": [to_api(condition)]}}
+    metadata: dict[str, Any] = {}
     if uid:
-        patch["metadata"] = {"uid": uid}
+        metadata["uid"] = uid
+    if annotations:
+        metadata["annotations"] = dict(annotations)
+    if metadata:
+        patch["metadata"] = metadata
     return patch
 
 

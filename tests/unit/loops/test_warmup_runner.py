@@ -87,9 +87,19 @@ class FakeCalls:
         self.events.append((involved["kind"], reason))
 
     async def write_condition(
-        self, facts: PodFacts, *, ok: bool, reason: str, message: str, now: float
+        self,
+        facts: PodFacts,
+        *,
+        ok: bool,
+        reason: str,
+        message: str,
+        now: float,
+        annotations: Mapping[str, str | None] | None = None,
+        retry_for: float = 0.0,
     ) -> PodFacts:
         self.conditions.append((facts.uid, ok, reason, now))
+        if annotations:  # in the same write as the gate
+            self.annotations.append((facts.uid, dict(annotations)))
         return facts
 
     async def spec(self, facts: PodFacts) -> podcalls.Spec | None:
