@@ -87,17 +87,10 @@ class FakeCalls:
         self.events.append((involved["kind"], reason))
 
     async def write_condition(
-        self,
-        facts: PodFacts,
-        *,
-        ok: bool,
-        reason: str,
-        message: str,
-        now: float,
-        annotations: Mapping[str, str | None] | None = None,
-        retry_for: float = 0.0,
+        self, facts: PodFacts, *, ok: bool, reason: str, now: float, **kw: Any
     ) -> PodFacts:
         self.conditions.append((facts.uid, ok, reason, now))
+        annotations = kw.get("annotations")
         if annotations:  # in the same write as the gate
             self.annotations.append((facts.uid, dict(annotations)))
         return facts
