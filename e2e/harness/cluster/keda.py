@@ -143,6 +143,23 @@ def _ready() -> bool:
     )
 
 
+def _why() -> str:
+    """Each KEDA container's state and message, and the namespace's warnings."""
+    lines = []
+    pods = json.loads(
+        kubectl("-n", NAMESPACE, "get", "pods", "-o", "json", check=False).stdout or "{}"
+    )
+    for pod in pods.get("items", []):
+        for cs in pod.get("status", {}).get("containerStatuses") or []:
+            lines.append(
+                f"{pod['metadata']['name']}: ready={cs.get('ready')} {json.dumps(cs.get('state'))}"
+            )
+    warnings = kubectl(
+        "-n", NAMESPACE, "get", "events", "--field-selector=type=Warning", check=False
+    ).stdout
+    return "\n".join([*lines, warnings])
+
+
 def up() -> None:
     """Install KEDA on the running cluster and wait until HPAs can read external metrics
     through the aggregated API (idempotent)."""
@@ -152,10 +169,9 @@ def up() -> None:
     deadline = time.monotonic() + UP_TIMEOUT
     while not _ready():
         if time.monotonic() > deadline:
-            pods = kubectl("-n", NAMESPACE, "get", "pods", "-o", "wide", check=False).stdout
             raise ClusterError(
                 f"KEDA not ready within {UP_TIMEOUT:.0f} s (pods below; their logs are in "
-                f"{topo.STATE / 'logs' / 'pods'})\n{pods}"
+                f"{topo.STATE / 'logs' / 'pods'})\n{_why()}"
             )
         time.sleep(2)
     log(f"KEDA {version()} up in {time.monotonic() - started:.1f} s")

@@ -34,6 +34,7 @@ IMAGE_HELP = (
 )
 NETNS_ETC = pathlib.Path("/etc/netns")  # `ip netns exec` bind-mounts NETNS_ETC/<ns>/* on /etc
 CLUSTER_DOMAIN = "cluster.local"
+SERVICEACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 
 def binary_for(image: str) -> str | None:
@@ -78,6 +79,8 @@ def sync_volumes(
             raise PodSpecError(
                 "CreateContainerConfigError", f"volumeMount {vm['name']!r} has no volume"
             )
+        if "projected" in vol and vm["mountPath"].startswith(SERVICEACCOUNT_DIR):
+            continue  # the ServiceAccount token: the process gets a kubeconfig instead
         host = workdir.parent / "volumes" / vm["name"]
         host.mkdir(parents=True, exist_ok=True)
         if "secret" in vol:
@@ -115,9 +118,14 @@ def _sync_secret(core: Any, ns: str, src: dict[str, Any], host: pathlib.Path) ->
 
 
 def _rewrite(arg: str, mounts: list[Mount]) -> str:
-    for m in mounts:
-        if arg.startswith(m.path + "/") or arg == m.path or f"={m.path}" in arg:
-            return arg.replace(m.path, str(m.host), 1)
+    """A path argument (`/certs/tls.crt`, `--cert-dir=/certs`) under a mount, moved to
+    this runtime's copy of the volume."""
+    flag, eq, value = arg.partition("=") if arg.startswith("-") else ("", "", arg)
+    if not eq and flag:
+        return arg
+    for m in sorted(mounts, key=lambda m: -len(m.path)):
+        if value == m.path or value.startswith(m.path + "/"):
+            return f"{flag}{eq}{m.host}{value[len(m.path) :]}"
     return arg
 
 
