@@ -62,7 +62,7 @@ done
 if ((missing > 0)); then
   echo "Building $missing pinned binaries from Go modules into $bin" >&2
   if [[ ${all[0]} == keda ]]; then
-    echo "(cold, KEDA's two: see docs/keda.md for the measured time; then cached)" >&2
+    echo "(cold, KEDA's two: about 26 min on 2 busy cores, see docs/keda.md; then cached)" >&2
   else
     echo "(cold, all six: about 10 min on 2 cores and a few GB of RAM; then cached)" >&2
   fi
