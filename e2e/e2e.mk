@@ -36,7 +36,7 @@ cluster-status: ## is the local cluster running?
 	$(CLUSTER) status
 
 .PHONY: e2e
-e2e: $(STAMP) cluster-tools prometheus-install ## the cluster acceptance and e2e tests on the local cluster
+e2e: $(STAMP) cluster-tools keda-tools prometheus-install ## the cluster acceptance and e2e tests on the local cluster
 	$(PY) -m pytest -q -p no:cacheprovider -m cluster e2e/tests
 
 .PHONY: e2e-kind

@@ -25,6 +25,7 @@ from test_autoscaling_e2e import (
     warmed_pods,
     watched,
 )
+from test_cluster import sleeper_container
 
 from harness import loadgen
 from harness.cluster import keda
@@ -51,19 +52,24 @@ def keda_installed(cluster: Any) -> Iterator[None]:
 
 def busybox_deployment(name: str, *, replicas: int, scraped: bool = False) -> dict[str, Any]:
     annotations = {"prometheus.io/scrape": "true", "prometheus.io/port": "9"} if scraped else {}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}, "annotations": annotations},
-                "spec": {"containers": [{"name": "main", "image": "busybox:1.36"}]},
-            },
-        },
+    template = {
+        "metadata": {"labels": {"app": name}, "annotations": annotations},
+        "spec": {"containers": [sleeper_container()]},
     }
+    spec = {"replicas": replicas, "selector": {"matchLabels": {"app": name}}, "template": template}
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name}, "spec": spec}
+
+
+def apply_in(kubectl: Kubectl, namespace: str, obj: dict[str, Any]) -> None:
+    kubectl.run("-n", namespace, "apply", "-f", "-", stdin=json.dumps(obj))
+
+
+def wait_warmed(kubectl: Kubectl, namespace: str, name: str, *, count: int, timeout: float) -> None:
+    wait_until(
+        lambda: len(warmed_pods(kubectl, namespace, name)) == count,
+        timeout=timeout,
+        what=f"{count} warmed pod(s) of {name}",
+    )
 
 
 @pytest.mark.usefixtures("keda_installed")
@@ -72,22 +78,8 @@ def test_scaledobject_with_prometheus_trigger_scales_a_deployment(
 ) -> None:
     # Demand a user can see in Prometheus: one scrape target per `demand` pod (they serve
     # no metrics, so `up` is 0, but each pod is one series).
-    kubectl.run(
-        "-n",
-        namespace,
-        "apply",
-        "-f",
-        "-",
-        stdin=json.dumps(busybox_deployment("demand", replicas=3, scraped=True)),
-    )
-    kubectl.run(
-        "-n",
-        namespace,
-        "apply",
-        "-f",
-        "-",
-        stdin=json.dumps(busybox_deployment("worker", replicas=1)),
-    )
+    apply_in(kubectl, namespace, busybox_deployment("demand", replicas=3, scraped=True))
+    apply_in(kubectl, namespace, busybox_deployment("worker", replicas=1))
     query = f'count(up{{namespace="{namespace}",pod=~"demand-.*"}}) or vector(0)'
     scaled_object = {
         "apiVersion": "keda.sh/v1alpha1",
@@ -111,7 +103,7 @@ def test_scaledobject_with_prometheus_trigger_scales_a_deployment(
             ],
         },
     }
-    kubectl.run("-n", namespace, "apply", "-f", "-", stdin=json.dumps(scaled_object))
+    apply_in(kubectl, namespace, scaled_object)
 
     def replicas() -> int:
         d = kubectl.json("-n", namespace, "get", "deployment", "worker")
@@ -192,19 +184,12 @@ def test_keda_follows_the_recommendation_and_every_new_pod_is_warmed_first(
 ) -> None:
     name = "toy"
     kubectl.apply(external(name, namespace))
-    wait_until(
-        lambda: len(warmed_pods(kubectl, namespace, name)) == 1,
-        timeout=300,
-        what="the first pod warmed",
-    )
+    wait_warmed(kubectl, namespace, name, count=1, timeout=300)
     requests, _ = phased_trace([Phase("quiet start", trace_start_s=0, wall_s=100, speedup=0.8)])
     with watched(kube_api, namespace, name) as (mon, endpoints):
         replay = loadgen.start_replay(requests, endpoints=endpoints, max_output_tokens=64)
         try:
-            kubectl.run(
-                "-n", namespace, "apply", "-f", "-",
-                stdin=json.dumps(follow_recommendation(name, namespace, prometheus_url)),
-            )  # fmt: skip
+            apply_in(kubectl, namespace, follow_recommendation(name, namespace, prometheus_url))
 
             def md() -> dict[str, Any]:
                 return dict(kubectl.json("-n", namespace, "get", "modeldeployment", name))
@@ -214,11 +199,7 @@ def test_keda_follows_the_recommendation_and_every_new_pod_is_warmed_first(
                 timeout=120,
                 what="KEDA's HPA to write spec.replicas 3 through /scale",
             )
-            wait_until(
-                lambda: len(warmed_pods(kubectl, namespace, name)) == 3,
-                timeout=120,
-                what="three warmed pods",
-            )
+            wait_warmed(kubectl, namespace, name, count=3, timeout=120)
             time.sleep(5)  # a few requests on the new pods
         finally:
             replay.stop()
@@ -257,10 +238,7 @@ def test_keda_activation_brings_the_first_pod_back_from_zero_warmed(
     body["spec"].update({"minReplicas": 0, "replicas": 0})
     kubectl.apply(body)
     # A stand-in for a gateway's queue: one Prometheus series per `demand` pod.
-    kubectl.run(
-        "-n", namespace, "apply", "-f", "-",
-        stdin=json.dumps(busybox_deployment("demand", replicas=0, scraped=True)),
-    )  # fmt: skip
+    apply_in(kubectl, namespace, busybox_deployment("demand", replicas=0, scraped=True))
     demand = f'count(up{{namespace="{namespace}",pod=~"demand-.*"}}) or vector(0)'
     so = follow_recommendation(name, namespace, prometheus_url)
     so["spec"].update({"minReplicaCount": 0, "maxReplicaCount": 1, "cooldownPeriod": 5})
@@ -275,7 +253,7 @@ def test_keda_activation_brings_the_first_pod_back_from_zero_warmed(
             },
         }
     ]
-    kubectl.run("-n", namespace, "apply", "-f", "-", stdin=json.dumps(so))
+    apply_in(kubectl, namespace, so)
     time.sleep(6)  # a few polls at zero demand: KEDA keeps it at zero
     assert kubectl.json("-n", namespace, "get", "modeldeployment", name)["spec"]["replicas"] == 0
     with watched(kube_api, namespace, name) as (mon, endpoints):
@@ -286,11 +264,7 @@ def test_keda_activation_brings_the_first_pod_back_from_zero_warmed(
         )
         try:
             kubectl.run("-n", namespace, "scale", "deployment", "demand", "--replicas=1")
-            wait_until(
-                lambda: len(warmed_pods(kubectl, namespace, name)) == 1,
-                timeout=120,
-                what="KEDA's activation to bring back one warmed pod",
-            )
+            wait_warmed(kubectl, namespace, name, count=1, timeout=120)
             time.sleep(5)
         finally:
             replay.stop()
