@@ -192,7 +192,11 @@ def test_keda_follows_the_recommendation_and_every_new_pod_is_warmed_first(
             apply_in(kubectl, namespace, follow_recommendation(name, namespace, prometheus_url))
 
             def md() -> dict[str, Any]:
-                return dict(kubectl.json("-n", namespace, "get", "modeldeployment", name))
+                return dict(
+                    kubectl.json(
+                        "-n", namespace, "get", "modeldeployment", name, "--show-managed-fields"
+                    )
+                )
 
             wait_until(
                 lambda: md()["spec"].get("replicas") == 3,
