@@ -68,6 +68,6 @@ include charts/chart.mk
 -include bench/bench.mk
 
 .PHONY: test
-test: $(STAMP) cluster-tools prometheus-install ## everything: lint, types, unit, integration and e2e tests
+test: $(STAMP) cluster-tools keda-tools prometheus-install ## everything: lint, types, unit, integration and e2e tests
 	$(MAKE) lint typecheck
 	$(PY) -m pytest -q -p no:cacheprovider

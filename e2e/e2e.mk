@@ -12,8 +12,20 @@ prometheus-install: ## install Debian's prometheus when missing (starts no servi
 	command -v prometheus >/dev/null || (apt-get update -qq && apt-get install -y -qq prometheus)
 
 .PHONY: cluster-up
-cluster-up: $(STAMP) cluster-tools prometheus-install ## start the local cluster (root; no Docker): prints KUBECONFIG and the Prometheus URL
-	$(CLUSTER) up
+cluster-up: $(STAMP) cluster-tools prometheus-install $(if $(KEDA),keda-tools) ## start the local cluster (root; no Docker): prints KUBECONFIG and the Prometheus URL; KEDA=1 also installs KEDA
+	$(CLUSTER) up $(if $(KEDA),--keda)
+
+.PHONY: keda-tools
+keda-tools: ## build KEDA's operator and metrics API server from the pinned module (cold: see docs/keda.md)
+	bash e2e/tools/build.sh keda
+
+.PHONY: keda-up
+keda-up: $(STAMP) keda-tools ## install KEDA (pinned release manifests) on the running local cluster
+	$(CLUSTER) keda-up
+
+.PHONY: keda-down
+keda-down: ## uninstall KEDA from the local cluster
+	$(CLUSTER) keda-down
 
 .PHONY: cluster-down
 cluster-down: ## stop the local cluster (refused while a pytest session uses it): nothing left behind
@@ -24,7 +36,7 @@ cluster-status: ## is the local cluster running?
 	$(CLUSTER) status
 
 .PHONY: e2e
-e2e: $(STAMP) cluster-tools prometheus-install ## the cluster acceptance and e2e tests on the local cluster
+e2e: $(STAMP) cluster-tools keda-tools prometheus-install ## the cluster acceptance and e2e tests on the local cluster
 	$(PY) -m pytest -q -p no:cacheprovider -m cluster e2e/tests
 
 .PHONY: e2e-kind

@@ -9,17 +9,40 @@ set -euo pipefail
 
 # Usage: build.sh [NAME ...]   NAMEs among kube-apiserver kube-controller-manager
 # kube-scheduler kubectl etcd helm; none: all six (`make unit` asks for helm only).
+#        build.sh keda           KEDA's operator (keda) and metrics API server
+# (keda-adapter): only when asked (`make keda-tools`), into their own directory
+# keda-<version>, which is then the last line printed (so the six keep their cache).
 here=$(cd "$(dirname "$0")" && pwd)
 all=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd helm)
 only=("$@")
-for name in "${only[@]}"; do
-  [[ " ${all[*]} " == *" $name "* ]] || { echo "build.sh: unknown binary '$name' (one of: ${all[*]})" >&2; exit 2; }
-done
 K8S_VERSION=$(sed -n 's/^require k8s.io\/kubernetes \(v[0-9.]*\)$/\1/p' "$here/kubernetes/go.mod")
 ETCD_VERSION=$(sed -n 's/^require go.etcd.io\/etcd\/server\/v3 \(v[0-9.]*\)$/\1/p' "$here/etcd/go.mod")
 HELM_VERSION=$(sed -n 's/^require helm.sh\/helm\/v3 \(v[0-9.]*\)$/\1/p' "$here/helm/go.mod")
+KEDA_VERSION=$(sed -n 's/^require github.com\/kedacore\/keda\/v2 \(v[0-9.]*\)$/\1/p' "$here/keda/go.mod")
 cache=${MODELSCALE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/modelscale}
 bin="$cache/bin/k8s-$K8S_VERSION-etcd-$ETCD_VERSION-helm-$HELM_VERSION"
+if [[ " ${only[*]} " == *" keda "* ]]; then
+  ((${#only[@]} == 1)) || { echo "build.sh: build keda on its own: build.sh keda" >&2; exit 2; }
+  all=(keda keda-adapter)
+  only=("${all[@]}")
+  bin="$cache/bin/keda-$KEDA_VERSION"
+  # Replace and exclude directives only act in the main module: the wrapper must carry
+  # KEDA's own, or the build silently differs from upstream's.
+  upstream=$(cd "$here/keda" && GOFLAGS=-mod=mod go mod download -json "github.com/kedacore/keda/v2@$KEDA_VERSION" |
+    sed -n 's/^\t"GoMod": "\(.*\)",$/\1/p')
+  for directive in replace exclude; do
+    want_lines=$(grep "^$directive " "$upstream" | sort) || true
+    have_lines=$(grep "^$directive " "$here/keda/go.mod" | sort) || true
+    [[ $want_lines == "$have_lines" ]] || {
+      echo "build.sh: e2e/tools/keda/go.mod must copy KEDA $KEDA_VERSION's $directive lines:" >&2
+      echo "$want_lines" >&2
+      exit 2
+    }
+  done
+fi
+for name in "${only[@]}"; do
+  [[ " ${all[*]} " == *" $name "* ]] || { echo "build.sh: unknown binary '$name' (one of: ${all[*]} keda)" >&2; exit 2; }
+done
 mkdir -p "$bin"
 # Two callers at once (make and a test fixture) wait for each other instead of racing.
 exec 9>"$bin/.lock"
@@ -38,7 +61,11 @@ for name in "${all[@]}"; do
 done
 if ((missing > 0)); then
   echo "Building $missing pinned binaries from Go modules into $bin" >&2
-  echo "(cold, all six: about 10 min on 2 cores and a few GB of RAM; then cached)" >&2
+  if [[ ${all[0]} == keda ]]; then
+    echo "(cold, KEDA's two: about 26 min on 2 busy cores, see docs/keda.md; then cached)" >&2
+  else
+    echo "(cold, all six: about 10 min on 2 cores and a few GB of RAM; then cached)" >&2
+  fi
 fi
 
 k8s_ldflags() {
@@ -117,5 +144,11 @@ for pkg in helm.sh/helm/v3/pkg/chartutil helm.sh/helm/v3/pkg/lint/rules; do
   hl+=" -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=$k8s_minor"
 done
 build helm helm helm.sh/helm/v3/cmd/helm "$hl"
+
+# KEDA's Makefile stamps version.Version and version.GitCommit the same way.
+kdl="-s -w -X github.com/kedacore/keda/v2/version.Version=${KEDA_VERSION#v}"
+kdl+=" -X github.com/kedacore/keda/v2/version.GitCommit=modelscale-modules-build"
+build keda keda github.com/kedacore/keda/v2/cmd/operator "$kdl"
+build keda keda-adapter github.com/kedacore/keda/v2/cmd/adapter "$kdl"
 
 echo "$bin"

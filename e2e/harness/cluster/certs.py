@@ -15,9 +15,9 @@ from harness.cluster.processes import run
 from harness.cluster.state import CERTS, log
 
 
-def _openssl_leaf(name: str, *, subject: str, usage: str, sans: str = "") -> None:
-    """EC P-256 leaf certificate signed by the cluster CA (openssl CLI: the venv has no
-    `cryptography`, and openssl 3 does this in two commands)."""
+def _openssl_leaf(name: str, *, subject: str, usage: str, sans: str = "", ca: str = "ca") -> None:
+    """EC P-256 leaf certificate signed by the cluster CA, or by `ca` (openssl CLI: the venv
+    has no `cryptography`, and openssl 3 does this in two commands)."""
     key, csr, crt = CERTS / f"{name}.key", CERTS / f"{name}.csr", CERTS / f"{name}.crt"
     ext = CERTS / f"{name}.ext"
     lines = ["basicConstraints=CA:FALSE", "keyUsage=critical,digitalSignature,keyEncipherment"]
@@ -28,11 +28,20 @@ def _openssl_leaf(name: str, *, subject: str, usage: str, sans: str = "") -> Non
     run(["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256",
           "-out", str(key)])  # fmt: skip
     run(["openssl", "req", "-new", "-key", str(key), "-subj", subject, "-out", str(csr)])
-    run(["openssl", "x509", "-req", "-in", str(csr), "-CA", str(CERTS / "ca.crt"),
-          "-CAkey", str(CERTS / "ca.key"), "-CAcreateserial", "-days", "3650",
+    run(["openssl", "x509", "-req", "-in", str(csr), "-CA", str(CERTS / f"{ca}.crt"),
+          "-CAkey", str(CERTS / f"{ca}.key"), "-CAcreateserial", "-days", "3650",
           "-extfile", str(ext), "-out", str(crt)])  # fmt: skip
     csr.unlink()
     ext.unlink()
+
+
+def _openssl_ca(name: str, *, subject: str) -> None:
+    run(["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256",
+          "-out", str(CERTS / f"{name}.key")])  # fmt: skip
+    run(["openssl", "req", "-x509", "-new", "-key", str(CERTS / f"{name}.key"), "-days", "3650",
+          "-subj", subject, "-out", str(CERTS / f"{name}.crt"),
+          "-addext", "basicConstraints=critical,CA:TRUE",
+          "-addext", "keyUsage=critical,keyCertSign,cRLSign,digitalSignature"])  # fmt: skip
 
 
 CLIENTS = {
@@ -44,7 +53,7 @@ CLIENTS = {
 }
 
 
-CERTS_VERSION = "2"  # bump when the set of certificates changes
+CERTS_VERSION = "3"  # bump when the set of certificates changes
 
 
 def ensure_certs() -> None:
@@ -54,12 +63,14 @@ def ensure_certs() -> None:
     shutil.rmtree(CERTS, ignore_errors=True)
     CERTS.mkdir(parents=True)
     log("generating certificates")
-    run(["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256",
-          "-out", str(CERTS / "ca.key")])  # fmt: skip
-    run(["openssl", "req", "-x509", "-new", "-key", str(CERTS / "ca.key"), "-days", "3650",
-          "-subj", "/CN=modelscale-local-ca", "-out", str(CERTS / "ca.crt"),
-          "-addext", "basicConstraints=critical,CA:TRUE",
-          "-addext", "keyUsage=critical,keyCertSign,cRLSign,digitalSignature"])  # fmt: skip
+    _openssl_ca("ca", subject="/CN=modelscale-local-ca")
+    # API aggregation (KEDA's metrics server): the apiserver proxies to extension
+    # apiservers with a client certificate from its own CA, as kubeadm sets it up.
+    _openssl_ca("front-proxy-ca", subject="/CN=front-proxy-ca")
+    _openssl_leaf(
+        "front-proxy-client", subject="/CN=front-proxy-client", usage="clientAuth",
+        ca="front-proxy-ca",
+    )  # fmt: skip
     sans = ",".join(
         [
             "IP:127.0.0.1",

@@ -8,7 +8,7 @@ import sys
 import yaml
 
 import harness.cluster  # its docstring is the help text
-from harness.cluster import lifecycle, prometheus
+from harness.cluster import keda, lifecycle, prometheus
 from harness.cluster.state import ClusterError, ClusterInfo, info, log
 
 
@@ -32,11 +32,14 @@ def main(argv: list[str] | None = None) -> int:
             "start-prometheus",
             "stop-prometheus",
             "prometheus-config",
+            "keda-up",
+            "keda-down",
         ],
     )
     parser.add_argument(
         "--force", action="store_true", help="down: even while pytest sessions use it"
     )
+    parser.add_argument("--keda", action="store_true", help="up: also install KEDA (see `keda-up`)")
     parser.add_argument(
         "--kubernetes-sd",
         metavar="KUBECONFIG",
@@ -48,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
             lifecycle.check_root()
             with lifecycle.locked():
                 ci = lifecycle.up()
+            if args.keda:
+                keda.up()
             print_env(ci)
         elif args.command == "down":
             lifecycle.check_root()
@@ -69,6 +74,16 @@ def main(argv: list[str] | None = None) -> int:
             print_env(info())
         elif args.command == "env":
             print_env(info())
+        elif args.command == "keda-up":
+            if not lifecycle.running():
+                log(
+                    "the cluster is not running: `make cluster-up` first "
+                    "(or `make cluster-up KEDA=1`)"
+                )
+                return 1
+            keda.up()
+        elif args.command == "keda-down":
+            keda.down()
         elif args.command == "start-prometheus":
             prometheus.start_prometheus()
         elif args.command == "stop-prometheus":

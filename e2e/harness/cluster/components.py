@@ -121,6 +121,16 @@ def start_apiserver() -> None:
             f"--kubelet-client-certificate={CERTS / 'apiserver-kubelet-client.crt'}",
             f"--kubelet-client-key={CERTS / 'apiserver-kubelet-client.key'}",
             "--enable-admission-plugins=NodeRestriction",
+            # API aggregation (KEDA's external.metrics.k8s.io), as kubeadm configures it;
+            # aggregator routing dials the APIService's endpoints (there is no kube-proxy).
+            f"--requestheader-client-ca-file={CERTS / 'front-proxy-ca.crt'}",
+            "--requestheader-allowed-names=front-proxy-client",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-username-headers=X-Remote-User",
+            f"--proxy-client-cert-file={CERTS / 'front-proxy-client.crt'}",
+            f"--proxy-client-key-file={CERTS / 'front-proxy-client.key'}",
+            "--enable-aggregator-routing=true",
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             f"--service-account-key-file={CERTS / 'sa.pub'}",
             f"--service-account-signing-key-file={CERTS / 'sa.key'}",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pathlib
+import shutil
 import signal
 
 from harness import topology as topo
@@ -76,6 +77,9 @@ def delete_pod_namespaces() -> list[int]:
     for ns in pod_namespaces():
         killed += _kill_in(ns)
         run(["ip", "netns", "del", ns], check=False, quiet=True)
+    # Per-pod /etc/hosts the pod runtime writes for KEDA pods (harness.kubelet.keda).
+    for etc in pathlib.Path("/etc/netns").glob(f"{topo.POD_NETNS_PREFIX}*"):
+        shutil.rmtree(etc, ignore_errors=True)
     wait_exited(killed, timeout=KILL_WAIT)
     return killed
 

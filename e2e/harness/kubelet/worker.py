@@ -16,7 +16,7 @@ from kubernetes.client.exceptions import ApiException
 
 from harness import topology as topo
 from harness import triton
-from harness.kubelet import podenv
+from harness.kubelet import keda, podenv
 from harness.kubelet import status as pod_status
 from harness.kubelet.common import POD_LOGS, PODS, now
 from harness.kubelet.containers import Container, kill_group
@@ -38,6 +38,7 @@ log = logging.getLogger("harness.kubelet")
 
 BACKOFF_INITIAL = 1.0  # the kubelet starts at 10 s; tests want restarts they can wait for
 BACKOFF_MAX = 30.0
+KEDA_REFRESH = 2.0
 
 
 class PodWorker:
@@ -61,6 +62,7 @@ class PodWorker:
         self.gone = False  # the API object is gone (force delete)
         self.events_sent: set[str] = set()
         self.last_patch: tuple[str, float] = ("", 0.0)
+        self.keda_refresh_at = 0.0
         self.thread = threading.Thread(target=self._run, name=f"pod-{self.key}", daemon=True)
 
     # ---- inputs from the watch
@@ -84,6 +86,7 @@ class PodWorker:
                     self._terminate(pod)
                     return
                 self._sync_containers(pod)
+                self._refresh_keda(pod)
                 self._report(pod)
                 self.wake.wait(timeout=self._next_wait())
                 self.wake.clear()
@@ -111,6 +114,21 @@ class PodWorker:
                 "the harness pod runtime does not run init containers; the pod stays Pending",
             )
         log.info("pod %s on %s gets IP %s", self.key, self.node.name, self.ip)
+
+    def _refresh_keda(self, pod: dict[str, Any]) -> None:
+        """KEDA containers: Secret volumes follow their Secret and /etc/hosts follows the
+        Services' endpoints (every KEDA_REFRESH s, like the kubelet's volume sync)."""
+        mono = time.monotonic()
+        if mono < self.keda_refresh_at:
+            return
+        self.keda_refresh_at = mono + KEDA_REFRESH
+        for c in self.containers:
+            if c.running and keda.binary_for(str(c.spec.get("image", ""))) is not None:
+                try:
+                    keda.sync_volumes(self.rt.core, pod, c.spec, self.dir / c.name)
+                    keda.write_hosts(self.rt.api, pod_netns(self.uid))
+                except (PodSpecError, ApiException, OSError) as err:
+                    log.warning("pod %s: KEDA volume/hosts refresh failed: %s", self.key, err)
 
     def _next_wait(self) -> float:
         now = time.monotonic()
@@ -146,10 +164,18 @@ class PodWorker:
             return operator_launch(command=command, args=args, env=env, kubeconfig=kubeconfig)
         if "busybox" in image or "pause" in image:
             return Launch(argv=["sleep", "infinity"], env=env)
+        if (binary := keda.binary_for(image)) is not None:
+            mounts = keda.sync_volumes(self.rt.core, pod, spec, workdir)
+            keda.write_hosts(self.rt.api, pod_netns(self.uid))
+            kubeconfig = podenv.write_pod_kubeconfig(self.rt.core, pod, workdir)
+            return keda.launch(
+                binary=binary, args=[*command[1:], *args], env=env, mounts=mounts,
+                kubeconfig=kubeconfig, namespace=self.ns,
+            )  # fmt: skip
         raise PodSpecError(
             "ErrImagePull",
             f"image {image!r} is not known to the harness pod runtime; known: "
-            + "; ".join(KNOWN_IMAGES),
+            + "; ".join([*KNOWN_IMAGES, keda.IMAGE_HELP]),
         )
 
     def _start(self, pod: dict[str, Any], c: Container) -> None:
@@ -374,6 +400,7 @@ class PodWorker:
             self.rt.ipam.release(self.node, self.ip, uid=self.uid)
             self.ip = None
         shutil.rmtree(self.dir, ignore_errors=True)
+        keda.remove_hosts(pod_netns(self.uid))
         if not self.gone:
             # The kubelet's final delete: grace 0 removes the object, uid guards a new pod
             # that reuses the name.

@@ -127,7 +127,11 @@ def scaling_condition(md: ModelDeployment, rec: Recommendation) -> Condition:
         )
     if mode == "External":
         return condition(
-            conditions.SCALING_ACTIVE, "False", SCALING_EXTERNAL, "spec.replicas decides"
+            conditions.SCALING_ACTIVE,
+            "False",
+            SCALING_EXTERNAL,
+            f"spec.replicas decides (/scale: KEDA, an HPA or kubectl scale); modelscale "
+            f"recommends {rec.replicas} ({rec.reason})",
         )
     return condition(conditions.SCALING_ACTIVE, "True", SCALING_ACTIVE, rec.message)
 

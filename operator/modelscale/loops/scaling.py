@@ -132,7 +132,9 @@ def run_pass(
         except ValidationError:
             continue  # reported by the reconcile pass as Degraded/InvalidSpec
         deleting = (body.get("metadata") or {}).get("deletionTimestamp")
-        if md.spec.scaling.mode != "External" and not deleting:
+        # External mode too: the operator does not act, but still recommends (status,
+        # events, modelscale_autoscaler_recommended_replicas) for KEDA or an HPA to follow.
+        if not deleting:
             mds[md.namespace, md.name] = (md, body)
     telemetry.MODELDEPLOYMENTS.set(len(mds))
     if not mds:
