@@ -1,7 +1,7 @@
 """Trace loading: per-request CSVs and 10-minute aggregate series.
 
 Per-request traces (`t_s,input_tokens,output_tokens[,cached_tokens][,priority]`, as in
-`../shared/traces/azure2023_*`) are replayed request by request; the optional
+`e2e/traces/azure2023_*`) are replayed request by request; the optional
 `cached_tokens` column gives the prompt tokens a prefix cache serves (their prefill is
 skipped), the optional `priority` column each request's priority level (1 = highest; read
 only under a serving policy, simulate/serving.py). Aggregate traces
