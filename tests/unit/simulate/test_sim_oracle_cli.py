@@ -14,6 +14,21 @@ from modelscale.simulate.replica import ReplicaParams, Slo
 from modelscale.simulate.trace import Trace
 
 
+def drawn(
+    name: str,
+    arrivals: np.ndarray,
+    rng: np.random.Generator,
+    *,
+    prompt: tuple[int, int],
+    output: tuple[int, int],
+    duration_s: float,
+) -> Trace:
+    """A trace at these arrivals, prompt then output lengths drawn uniformly in [lo, hi)."""
+    n = arrivals.size
+    inp, out = rng.integers(*prompt, n), rng.integers(*output, n)
+    return make_trace(name, arrivals, inp=inp, out=out, duration_s=duration_s)
+
+
 def ramp(seed: int = 0) -> Trace:
     """Quiet for 5 min, then 3x the load for 10 min, then quiet again for 5 min."""
     rng = np.random.default_rng(seed)
@@ -21,14 +36,7 @@ def ramp(seed: int = 0) -> Trace:
     for start, end, rate in ((0, 300, 2.0), (300, 900, 6.0), (900, 1200, 2.0)):
         parts.append(np.sort(rng.uniform(start, end, int(rng.poisson(rate * (end - start))))))
     arrivals = np.concatenate(parts)
-    n = arrivals.size
-    return make_trace(
-        "ramp",
-        arrivals,
-        inp=rng.integers(100, 1500, n),
-        out=rng.integers(20, 300, n),
-        duration_s=1200.0,
-    )
+    return drawn("ramp", arrivals, rng, prompt=(100, 1500), output=(20, 300), duration_s=1200.0)
 
 
 @pytest.mark.parametrize(
@@ -68,14 +76,7 @@ def bursts() -> Trace:
     (4 req/s) badly underestimates what the burst needs."""
     rng = np.random.default_rng(1)
     arrivals = np.sort(np.concatenate([m * 60 + rng.uniform(0, 5, 240) for m in range(10)]))
-    n = arrivals.size
-    return make_trace(
-        "bursts",
-        arrivals,
-        inp=rng.integers(500, 1500, n),
-        out=rng.integers(20, 200, n),
-        duration_s=600.0,
-    )
+    return drawn("bursts", arrivals, rng, prompt=(500, 1500), output=(20, 200), duration_s=600.0)
 
 
 def test_oracle_reports_a_missed_target_when_its_round_cap_is_hit() -> None:
