@@ -1,10 +1,10 @@
-"""The learning policy: capacity from the pods' P99 with the spec as a prior, headroom from
-the measured forecast error, a correction from SLO misses, step and burst response, and
-scale-down at zero demand that hysteresis does not hold."""
+"""The learning policy: capacity from the pods' P99 with the spec as a prior (where its
+model finds the knee: test_capacity_model.py), headroom from the measured forecast error, a
+correction from SLO misses, step and burst response, and scale-down at zero demand that
+hysteresis does not hold."""
 
 from __future__ import annotations
 
-import json
 import math
 import random
 from dataclasses import replace
@@ -24,34 +24,6 @@ CONFIG = PolicyConfig(
     latency_slo_seconds=SLO,
     default_horizon_seconds=120.0,
 )
-
-
-def knee_p99(load: float, *, knee: float) -> float:
-    """0.5 s up to the knee, then 1 s more per 10 % of load beyond it."""
-    return 0.5 + max(load - knee, 0.0) / (0.1 * knee)
-
-
-@pytest.mark.parametrize(
-    ("knee", "low", "high"),
-    [
-        pytest.param(300.0, 300.0, 360.0, id="prior-too-optimistic"),
-        pytest.param(900.0, 900.0, 1080.0, id="prior-pessimistic-x1.8"),
-        # The bins end at 3.2x the prior (1,600 tok/s): the knee is found, the crossing
-        # beyond it is not seen.
-        pytest.param(1500.0, 1400.0, 1800.0, id="prior-pessimistic-x3"),
-    ],
-)
-def test_learned_capacity_converges_on_the_knee(knee: float, low: float, high: float) -> None:
-    """Loads swept over 0..2x the knee: the capacity lands where P99 crosses 0.9 x SLO
-    (knee x 1.13), above or below the 500 tok/s prior alike. (A uniform sweep spreads the
-    samples over every bin: without forgetting, as if the sweep were recent.)"""
-    model = replace(state.CAPACITY, forget_every=0)
-    s = model.initial(target=PRIOR)
-    loads = [2.0 * knee * ((i * 37) % 400) / 400 for i in range(400)] * 3
-    for load in loads:
-        s = model.observe(s, load=load, p99=knee_p99(load, knee=knee), target=PRIOR, slo=SLO)
-    assert low <= model.capacity(s, target=PRIOR) <= high
-    assert len(json.dumps(model.to_dict(s))) < 512
 
 
 def test_a_busy_burst_is_forgotten_once_the_fleet_no_longer_runs_at_that_load() -> None:

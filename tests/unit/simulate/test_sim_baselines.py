@@ -105,9 +105,10 @@ def test_kpa_panics_on_a_burst_and_does_not_scale_down_while_panicking() -> None
     assert decide(kpa, now=0, conc_stable=28, conc_panic=70) == 10
     assert kpa.panicking
     # The burst is over, but panic lasts 60 s after it was last over the threshold.
-    assert decide(kpa, now=30, created=10, container_ready=10, conc_stable=28, conc_panic=7) == 10
-    assert decide(kpa, now=58, created=10, container_ready=10, conc_stable=28, conc_panic=7) == 10
-    assert decide(kpa, now=62, created=10, container_ready=10, conc_stable=28, conc_panic=7) == 5
+    over = {"created": 10, "container_ready": 10, "conc_stable": 28, "conc_panic": 7}
+    assert decide(kpa, now=30, **over) == 10
+    assert decide(kpa, now=58, **over) == 10
+    assert decide(kpa, now=62, **over) == 5
     assert not kpa.panicking
 
 

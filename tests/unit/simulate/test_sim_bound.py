@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sim_trace import make_trace
 
 from modelscale.autoscaling.types import PolicyConfig
 from modelscale.simulate import baselines, bound, engine, figures, oracle, ours, suite
@@ -26,11 +27,11 @@ def random_trace(seed: int, *, minutes: int, rate: float, burst: float, long_in:
         parts.append(m * 60 + rng.uniform(0, 60 * (1 - burst) + 1, k).clip(0, 59.99))
     arrivals = np.sort(np.concatenate(parts))
     n = arrivals.size
-    return Trace(
-        name="random",
-        arrival_s=arrivals,
-        input_tokens=rng.integers(50, long_in, n),
-        output_tokens=rng.integers(1, 300, n),
+    return make_trace(
+        "random",
+        arrivals,
+        inp=rng.integers(50, long_in, n),
+        out=rng.integers(1, 300, n),
         duration_s=60.0 * minutes,
     )
 
@@ -126,13 +127,7 @@ def test_allowed_misses_match_the_p99_used_for_scoring(n: int, misses: int) -> N
 def test_sparse_and_empty_windows_are_not_scored_as_met() -> None:
     # Minute 0 busy, minute 1 empty (a gap in the data), minute 2 has 5 requests.
     arrivals = np.concatenate([np.linspace(0, 59, 100), np.linspace(121, 130, 5)])
-    tr = Trace(
-        name="gap",
-        arrival_s=arrivals,
-        input_tokens=np.full(arrivals.size, 200),
-        output_tokens=np.full(arrivals.size, 20),
-        duration_s=180.0,
-    )
+    tr = make_trace("gap", arrivals, inp=200, out=20, duration_s=180.0)
     result = engine.run(
         tr, baselines.StaticPeak(replicas=2), params=PARAMS, initial_replicas=2, dt=1.0
     )
@@ -155,7 +150,7 @@ def test_oracle_and_start_stay_finite_when_one_replica_cannot_serve_a_window() -
     # Minute 1's prompts take 5 s to prefill: no replica count meets a 2 s TTFT there.
     arrivals = np.concatenate([np.linspace(0, 59, 60), np.linspace(60, 119, 60)])
     inputs = np.concatenate([np.full(60, 300), np.full(60, 40_000)])
-    tr = Trace("long", arrivals, inputs, np.full(120, 30), 120.0)
+    tr = make_trace("long", arrivals, inp=inputs, out=30, duration_s=120.0)
     need = bound.fluid_replicas(tr, params=PARAMS, slo=Slo(), max_replicas=256)
     assert need.tolist() == [1, 1]
     feas = bound.feasibility(tr, params=PARAMS, slo=Slo())

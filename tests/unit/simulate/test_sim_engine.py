@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from sim_trace import make_trace
 
 from modelscale.simulate import engine, figures, suite, trace
 from modelscale.simulate.engine import View
@@ -19,12 +20,8 @@ def poisson(
 ) -> Trace:
     rng = np.random.default_rng(seed)
     n = int(rng.poisson(rate * duration))
-    return Trace(
-        name="synthetic",
-        arrival_s=np.sort(rng.uniform(0, duration, n)),
-        input_tokens=np.full(n, inp, dtype=np.int64),
-        output_tokens=np.full(n, out, dtype=np.int64),
-        duration_s=duration,
+    return make_trace(
+        "synthetic", np.sort(rng.uniform(0, duration, n)), inp=inp, out=out, duration_s=duration
     )
 
 
@@ -157,7 +154,7 @@ def alternating(rate: float, duration: float) -> Trace:
     """Every other request is long (1,000 output tokens), the rest short (10)."""
     n = int(rate * duration)
     out = np.where(np.arange(n) % 2 == 0, 1000, 10).astype(np.int64)
-    return Trace("alt", np.arange(n) / rate, np.full(n, 100, dtype=np.int64), out, duration)
+    return make_trace("alt", np.arange(n) / rate, inp=100, out=out, duration_s=duration)
 
 
 def test_least_loaded_balances_what_round_robin_piles_up() -> None:
@@ -194,12 +191,8 @@ def test_a_load_step_shows_only_after_the_next_scrape() -> None:
     # Nothing, then 3 req/s from t = 100: the first scrape after 100 s is at 112.5.
     rng = np.random.default_rng(0)
     n = 900
-    tr = Trace(
-        "step",
-        np.sort(rng.uniform(100.0, 400.0, n)),
-        np.full(n, 200, dtype=np.int64),
-        np.full(n, 100, dtype=np.int64),
-        400.0,
+    tr = make_trace(
+        "step", np.sort(rng.uniform(100.0, 400.0, n)), inp=200, out=100, duration_s=400.0
     )
     spy = Spy(1, interval_s=1.0)
     engine.run(tr, spy, params=ReplicaParams(), initial_replicas=1)

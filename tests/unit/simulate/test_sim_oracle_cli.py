@@ -7,30 +7,26 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from sim_trace import make_trace
 
 from modelscale.simulate import cli, figures, oracle, suite
 from modelscale.simulate.replica import ReplicaParams, Slo
 from modelscale.simulate.trace import Trace
 
 
-def drawn_trace(
-    *,
+def drawn(
     name: str,
     arrivals: np.ndarray,
     rng: np.random.Generator,
+    *,
     prompt: tuple[int, int],
     output: tuple[int, int],
     duration_s: float,
 ) -> Trace:
     """A trace at these arrivals, prompt then output lengths drawn uniformly in [lo, hi)."""
     n = arrivals.size
-    return Trace(
-        name=name,
-        arrival_s=arrivals,
-        input_tokens=rng.integers(*prompt, n),
-        output_tokens=rng.integers(*output, n),
-        duration_s=duration_s,
-    )
+    inp, out = rng.integers(*prompt, n), rng.integers(*output, n)
+    return make_trace(name, arrivals, inp=inp, out=out, duration_s=duration_s)
 
 
 def ramp(seed: int = 0) -> Trace:
@@ -40,14 +36,7 @@ def ramp(seed: int = 0) -> Trace:
     for start, end, rate in ((0, 300, 2.0), (300, 900, 6.0), (900, 1200, 2.0)):
         parts.append(np.sort(rng.uniform(start, end, int(rng.poisson(rate * (end - start))))))
     arrivals = np.concatenate(parts)
-    return drawn_trace(
-        name="ramp",
-        arrivals=arrivals,
-        rng=rng,
-        prompt=(100, 1500),
-        output=(20, 300),
-        duration_s=1200.0,
-    )
+    return drawn("ramp", arrivals, rng, prompt=(100, 1500), output=(20, 300), duration_s=1200.0)
 
 
 @pytest.mark.parametrize(
@@ -87,14 +76,7 @@ def bursts() -> Trace:
     (4 req/s) badly underestimates what the burst needs."""
     rng = np.random.default_rng(1)
     arrivals = np.sort(np.concatenate([m * 60 + rng.uniform(0, 5, 240) for m in range(10)]))
-    return drawn_trace(
-        name="bursts",
-        arrivals=arrivals,
-        rng=rng,
-        prompt=(500, 1500),
-        output=(20, 200),
-        duration_s=600.0,
-    )
+    return drawn("bursts", arrivals, rng, prompt=(500, 1500), output=(20, 200), duration_s=600.0)
 
 
 def test_oracle_reports_a_missed_target_when_its_round_cap_is_hit() -> None:
@@ -170,7 +152,7 @@ def test_every_policy_starts_from_the_first_minutes_load_not_the_oracles(
 def test_the_start_is_sized_from_the_first_minutes_load_at_the_load_tested_target() -> None:
     # 1,000 output tok/s in the first minute, 2,000 after; 400 tok/s per replica at 0.8.
     arrivals = np.concatenate([np.linspace(0, 59.9, 600), np.linspace(60, 119.9, 1200)])
-    tr = Trace("two", arrivals, np.full(1800, 100), np.full(1800, 100), 120.0)
+    tr = make_trace("two", arrivals, inp=100, out=100, duration_s=120.0)
     sizing = suite.Sizing(
         tokens_per_s=500.0, concurrency=8.0, running_per_replica=8.0, kv_usage=0.5
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from sim_trace import make_trace
 
 from modelscale.autoscaling import recommender
 from modelscale.autoscaling.types import Observation, Recommendation, ScalingState
@@ -17,12 +18,8 @@ from modelscale.simulate.trace import Trace
 def steady(rate: float, duration: float) -> Trace:
     rng = np.random.default_rng(1)
     n = int(rate * duration)
-    return Trace(
-        name="steady",
-        arrival_s=np.sort(rng.uniform(0, duration, n)),
-        input_tokens=np.full(n, 500, dtype=np.int64),
-        output_tokens=np.full(n, 100, dtype=np.int64),
-        duration_s=duration,
+    return make_trace(
+        "steady", np.sort(rng.uniform(0, duration, n)), inp=500, out=100, duration_s=duration
     )
 
 

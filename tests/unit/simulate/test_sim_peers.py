@@ -7,6 +7,7 @@ import importlib.util
 
 import numpy as np
 import pytest
+from sim_trace import make_trace
 
 from modelscale.simulate import baselines, dynamo_peer, engine, peers
 from modelscale.simulate.replica import ReplicaParams
@@ -104,14 +105,7 @@ def step_trace(*, low: float, high: float, at: float, duration: float, seed: int
     a = rng.uniform(0, at, rng.poisson(low * at))
     b = rng.uniform(at, duration, rng.poisson(high * (duration - at)))
     arrivals = np.sort(np.concatenate([a, b]))
-    n = arrivals.size
-    return Trace(
-        name="step",
-        arrival_s=arrivals,
-        input_tokens=np.full(n, 200, dtype=np.int64),
-        output_tokens=np.full(n, 100, dtype=np.int64),
-        duration_s=duration,
-    )
+    return make_trace("step", arrivals, inp=200, out=100, duration_s=duration)
 
 
 def probe_sizing() -> peers.Sizing:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from sim_trace import make_trace
 
 from modelscale.simulate import engine, loadtest
 from modelscale.simulate.engine import View
@@ -34,13 +35,7 @@ class Hold:
 
 def burst(n: int, *, inp: int, out: int, at: float = 1.0, duration: float = 300.0) -> Trace:
     """n requests arriving together (within 0.1 s)."""
-    return Trace(
-        name="burst",
-        arrival_s=at + np.linspace(0.0, 0.1, n),
-        input_tokens=np.full(n, inp, dtype=np.int64),
-        output_tokens=np.full(n, out, dtype=np.int64),
-        duration_s=duration,
-    )
+    return make_trace("burst", at + np.linspace(0.0, 0.1, n), inp=inp, out=out, duration_s=duration)
 
 
 def test_kv_capacity_is_derived_from_gpu_memory() -> None:
@@ -158,12 +153,12 @@ def test_slo_ttft_target_grows_with_the_prompt() -> None:
 def test_loadtest_reports_running_requests_and_kv_usage_at_capacity() -> None:
     rng = np.random.default_rng(0)
     n = 500
-    tr = Trace(
+    tr = make_trace(
         "mix",
         np.sort(rng.uniform(0, 100, n)),
-        rng.integers(200, 2000, n),
-        rng.integers(50, 400, n),
-        100.0,
+        inp=rng.integers(200, 2000, n),
+        out=rng.integers(50, 400, n),
+        duration_s=100.0,
     )
     cap = loadtest.measure(tr, params=ReplicaParams(), slo=Slo())
     assert cap.request_rate > 0
