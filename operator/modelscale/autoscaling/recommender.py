@@ -457,7 +457,13 @@ def recommend(
             reason = partial.reason
             message = f"{message}; holding {current}, no scale-down on partial data: "
             message += partial.message
-        elif config.adaptive and starting > 0 and near_slo is None and not need.idle:
+        elif (
+            config.adaptive
+            and config.cancel_starting_replicas
+            and starting > 0
+            and near_slo is None
+            and not need.idle
+        ):
             # Replicas still starting that the forecast no longer needs are cancelled at
             # once (Kubernetes deletes not-ready pods first): they serve nothing yet, so
             # the stabilisation window that protects serving capacity does not apply.

@@ -95,6 +95,11 @@ class PolicyConfig:
     # a (load, P99) pair teaches the capacity model only once the warmed fleet has been
     # the same for a whole window (see recommender._learn).
     rate_window_seconds: float = 60.0
+    # With `adaptive`: cancel replicas still starting that the forecast no longer needs, at
+    # once, without the scale-down window. Off by default: on the real cluster it cancelled
+    # a replica 11 s into a load ramp (the forecast swings early in a ramp) and the
+    # ReplicaSet deleted a pod during the load (e2e test_load_ramp_scales_up_...).
+    cancel_starting_replicas: bool = False
 
 
 @dataclass(frozen=True)

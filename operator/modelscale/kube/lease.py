@@ -127,7 +127,10 @@ class FencedLeaseLock(LeaseLock):
             ok = False
         if ok:
             with self._lock:
-                self._renewed_at = started
+                # A renewal that was in flight when `close` ran must not bring the lease
+                # back: a stopped replica never counts as holding it.
+                if not self._closed:
+                    self._renewed_at = started
         return ok
 
     def create(self, name: str, namespace: str, election_record: Any) -> bool:

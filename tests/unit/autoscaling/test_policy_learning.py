@@ -5,6 +5,7 @@ hysteresis does not hold."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from dataclasses import replace
@@ -253,8 +254,9 @@ def test_a_backlog_seen_just_after_a_scale_out_teaches_nothing() -> None:
 def test_replicas_still_starting_are_cancelled_once_the_forecast_no_longer_needs_them() -> None:
     """A step that came and went while 3 replicas were starting: they are cancelled at once
     (they serve nothing yet), without the 300 s scale-down window; never below the warmed
-    replicas, and not while a P99 is near its SLO."""
-    r0, st, t = settle(CONFIG, rate=2000.0, replicas=3, p99=0.5)
+    replicas, and not while a P99 is near its SLO. (Opt-in: `cancel_starting_replicas`.)"""
+    config = dataclasses.replace(CONFIG, cancel_starting_replicas=True)
+    r0, st, t = settle(config, rate=2000.0, replicas=3, p99=0.5)
 
     def starting(p99: float) -> Observation:
         return Observation(
@@ -267,9 +269,9 @@ def test_replicas_still_starting_are_cancelled_once_the_forecast_no_longer_needs
             current_replicas=r0 + 3,
         )
 
-    rec, _ = recommender.recommend(starting(0.5), config=CONFIG, state=st)
+    rec, _ = recommender.recommend(starting(0.5), config=config, state=st)
     assert r0 <= rec.replicas < r0 + 3
     assert "still starting" in rec.message
-    held, _ = recommender.recommend(starting(1.6), config=CONFIG, state=st)
+    held, _ = recommender.recommend(starting(1.6), config=config, state=st)
     assert held.replicas == r0 + 3
     assert held.reason == recommender.LATENCY_MARGIN

@@ -112,9 +112,7 @@ def fresh(token_rate: float, *, reporting: int = 2, p99: float | None = 1.2) -> 
             fresh(100.0),
             [pod("a"), pod("b"), pod("c", deleting=True)],
             3,
-            # The terminating pod is neither capacity nor kept: the two warmed ones are
-            # enough, and a replica that serves nothing is let go at once.
-            Expect(2, "ForecastTokenRate", warmed=2, horizon=None, acts=True),
+            Expect(3, "ScaleDownStabilizing", warmed=2, horizon=None, acts=False),
             id="terminating-pod-is-not-capacity",
         ),
         pytest.param(
