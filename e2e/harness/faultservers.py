@@ -12,14 +12,18 @@ import socket
 import threading
 from collections.abc import Iterator
 
+# Fixed ports for fault servers that stand in for a ModelDeployment's Prometheus: the
+# operator's URL allow-list names scheme, host and port, so the e2e install allows these.
+FAULT_PROMETHEUS_PORTS = (19391, 19392)
+
 
 @contextlib.contextmanager
-def _serve(handle: object, *, host: str = "127.0.0.1") -> Iterator[tuple[str, int]]:
+def _serve(handle: object, *, host: str = "127.0.0.1", port: int = 0) -> Iterator[tuple[str, int]]:
     assert callable(handle)
     stop = threading.Event()
     listener = socket.socket()
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind((host, 0))
+    listener.bind((host, port))
     listener.listen(64)
     listener.settimeout(0.1)
     conns: list[socket.socket] = []
@@ -67,7 +71,7 @@ def silent(*, host: str = "127.0.0.1") -> contextlib.AbstractContextManager[tupl
 
 
 def dribbling(
-    answer: bytes, *, every: float, at_once: int = 0, host: str = "127.0.0.1"
+    answer: bytes, *, every: float, at_once: int = 0, host: str = "127.0.0.1", port: int = 0
 ) -> contextlib.AbstractContextManager[tuple[str, int]]:
     """Reads the request, sends the first `at_once` bytes of `answer`, then the rest one
     byte every `every` seconds."""
@@ -84,7 +88,7 @@ def dribbling(
         except OSError:
             return
 
-    return _serve(handle, host=host)
+    return _serve(handle, host=host, port=port)
 
 
 def http_answer(body: bytes, *, content_type: str = "application/json") -> bytes:

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from harness import operator_chart
+from harness import faultservers, operator_chart
+from harness import topology as topo
 from harness.kubectl import Kubectl
 
 OPERATOR_NAMESPACE, RELEASE = operator_chart.OPERATOR_NAMESPACE, operator_chart.RELEASE
@@ -60,7 +61,23 @@ def _installed(cluster: Any, kubectl: Kubectl) -> Iterator[str]:
         [
             *base,
             *operator_chart.install_args(
-                prometheus_url=cluster.prometheus_url, values=("logLevel=DEBUG",)
+                prometheus_url=cluster.prometheus_url,
+                values=(
+                    "logLevel=DEBUG",
+                    # The real Prometheus and the fault servers standing in for a
+                    # ModelDeployment's own Prometheus (test_faults_e2e).
+                    "prometheus.allowedUrls={"
+                    + ",".join(
+                        [
+                            cluster.prometheus_url,
+                            *(
+                                f"http://{topo.HOST_ADDRESS}:{port}"
+                                for port in faultservers.FAULT_PROMETHEUS_PORTS
+                            ),
+                        ]
+                    )
+                    + "}",
+                ),
             ),
         ],
         capture_output=True,

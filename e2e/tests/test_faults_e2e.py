@@ -90,6 +90,7 @@ class Fault(NamedTuple):
                     faultservers.http_answer(b'{"status":"success","data":{"result":[]}}'),
                     every=0.8,
                     host=topo.HOST_ADDRESS,
+                    port=faultservers.FAULT_PROMETHEUS_PORTS[0],
                 ),
                 "no complete answer within 1.25 s",
             ),
@@ -104,6 +105,7 @@ class Fault(NamedTuple):
                     ),
                     every=0.0,
                     host=topo.HOST_ADDRESS,
+                    port=faultservers.FAULT_PROMETHEUS_PORTS[1],
                 ),
                 "cannot query Prometheus",
             ),
@@ -138,6 +140,7 @@ def test_a_misbehaving_prometheus_holds_the_replicas_and_says_so(
         auto = wait_until(reported, timeout=60, what=f"the status saying {says!r}")
         took = time.monotonic() - started
         assert auto["reason"] == "MetricsMissing", auto
+        assert "not allowed" not in auto["message"], auto  # the fault, not the allow-list
         assert url in auto["message"]
         conditions = {c["type"]: c for c in md_status(kubectl, namespace, "md")["conditions"]}
         assert conditions["ScalingActive"]["status"] == "False"
