@@ -116,7 +116,9 @@ def test_a_failing_pod_is_ejected_and_comes_back_when_healed(
         infer(sick, {"toy_fail": False})  # healed; the operator probes it after 10 s
         time.sleep(3)  # endpoint propagation to this client's poller
         quiet_from = time.monotonic()
-        wait_until(lambda: sick in endpoints(), timeout=90, what="the healed pod back")
+        wait_until(
+            lambda: sick in endpoints(), timeout=90, what="the healed pod back", interval=0.1
+        )
         back = time.monotonic()
         print(f"back {back - ejected:.1f} s after its ejection (probe after 10 s)")
         time.sleep(3)
@@ -129,6 +131,8 @@ def test_a_failing_pod_is_ejected_and_comes_back_when_healed(
     # After the ejection reached the endpoints, no client saw an error from the sick pod.
     after = [r for r in traffic.records if quiet_from <= r[0] <= back]
     assert after and all(ok for _, _, ok in after), [r for r in after if not r[2]][:5]
-    assert not [r for r in after if r[1] == sick_ip]
+    # ... and none reached it until it was back: the traffic's own poller (0.2 s) may see it
+    # return a moment before this test's wait does, so that moment is not counted.
+    assert not [r for r in after if r[1] == sick_ip and r[0] < back - 0.5]
     # The other pods served throughout, and the healed pod serves again.
     assert any(ip == sick_ip and ok for t, ip, ok in traffic.records if t > back)
