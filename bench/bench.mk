@@ -28,3 +28,7 @@ bench-peers-test: $(PEERS_STAMP) ## the Dynamo planner peer's tests (they need t
 bench-serving: $(STAMP) ## the simulator's serving policy at max replicas on a trace burst, with vs without (< 1 min)
 	$(PY) bench/serving_policy.py
 	$(PY) bench/serving_policy.py --rate-scale 2.5 --interactive-share 0.3
+
+.PHONY: bench-live
+bench-live: $(STAMP) cluster-tools keda-tools prometheus-install ## modelscale vs the real KEDA and HPA on the local cluster: 5 policies on the same trace segments (~25 min)
+	$(PY) bench/live.py
