@@ -25,6 +25,7 @@ import contextlib
 import csv
 import dataclasses
 import fcntl
+import functools
 import gzip
 import json
 import math
@@ -112,7 +113,8 @@ def plan(
     policy: str, *, namespace: str, prometheus_url: str, capacity: float
 ) -> tuple[live.Setup, list[dict[str, Any]], list[dict[str, Any]]]:
     """(setup, objects, autoscaler objects) of one policy."""
-    keda_so = dict(
+    keda_so = functools.partial(
+        live.scaled_object,
         namespace=namespace,
         prometheus_url=prometheus_url,
         threshold=capacity,
@@ -123,16 +125,16 @@ def plan(
         slo = {"latencySLO": {"signal": "EndToEnd", "p99Seconds": SLO_P99_S}}
         return live.md_setup(NAME), [md(namespace, {"mode": "Predictive", "targets": slo})], []
     if policy == "keda-gated":
-        so = live.scaled_object(NAME, target=live.md_target(NAME), **keda_so)  # type: ignore[arg-type]
+        so = keda_so(NAME, target=live.md_target(NAME))
         return live.md_setup(NAME), [md(namespace, EXTERNAL, replicas=1)], [so]
     if policy == "keda-plain":
         plain = f"{NAME}-plain"
         objects = live.plain_objects(md(namespace, EXTERNAL), name=plain, key=live.new_key())
-        so = live.scaled_object(plain, target={"name": plain}, **keda_so)  # type: ignore[arg-type]
+        so = keda_so(plain, target={"name": plain})
         return live.plain_setup(plain), objects, [so]
     if policy == "hpa":
         source = "metric-source"
-        so = live.scaled_object(source, target={"name": source}, **keda_so)  # type: ignore[arg-type]
+        so = keda_so(source, target={"name": source})
         so["spec"]["maxReplicaCount"] = 1
         hpa = live.hpa_on_keda_metric(
             NAME,

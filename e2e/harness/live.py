@@ -11,6 +11,7 @@ warm-up gate (a KEDA user without modelscale: readiness probe only)."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import secrets
 import threading
@@ -296,7 +297,7 @@ def warm_by_hand(endpoints: Sequence[str], *, count: int) -> None:
     each pod, so its engine is past its cold first requests."""
     for ep in endpoints:
         reqs = [loadgen.TraceRequest(t_s=0.0, input_tokens=8, output_tokens=4)] * count
-        result = loadgen.replay(reqs, endpoints=lambda ep=ep: [ep], max_concurrency=1)
+        result = loadgen.replay(reqs, endpoints=functools.partial(list, [ep]), max_concurrency=1)
         if result.summary().ok != count:
             raise AssertionError(f"warming {ep} by hand: {result.summary()}")
 
