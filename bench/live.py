@@ -80,8 +80,9 @@ SEGMENTS: tuple[tuple[str, tuple[Phase, ...]], ...] = (
 )
 
 
-def load() -> tuple[list[loadgen.TraceRequest], list[live_score.Segment], float]:
-    """The replayed requests, the named segments (replay offsets) and the load step."""
+def load() -> live.Load:
+    """The replayed requests, the named segments (replay offsets), the load step (the
+    ramp's start) and the toy's replay settings."""
     phases = [ph for _, group in SEGMENTS for ph in group]
     requests, starts = phased_trace(phases)
     segments, i = [], 0
@@ -89,7 +90,8 @@ def load() -> tuple[list[loadgen.TraceRequest], list[live_score.Segment], float]
         start = starts[i]
         i += len(group)
         segments.append(live_score.Segment(name, start, start + sum(p.wall_s for p in group)))
-    return requests, segments, segments[1].start_s
+    scoring = live_score.Scoring(segments, segments[1].start_s, SLO_P99_S, COLD_PER_POD)
+    return live.Load(requests=requests, scoring=scoring, replay=toy_load.REPLAY)
 
 
 def md(namespace: str, scaling: dict[str, Any], *, replicas: int | None = None) -> dict[str, Any]:
@@ -109,55 +111,39 @@ EXTERNAL = {"mode": "External"}
 KEDA_LOCK = "/run/lock/modelscale-keda.lock"  # the one test_keda's fixture takes
 
 
-def plan(
-    policy: str, *, namespace: str, prometheus_url: str, capacity: float
-) -> tuple[live.Setup, list[dict[str, Any]], list[dict[str, Any]]]:
-    """(setup, objects, autoscaler objects) of one policy."""
-    keda_so = functools.partial(
-        live.scaled_object,
-        namespace=namespace,
-        prometheus_url=prometheus_url,
-        threshold=capacity,
-        min_replicas=MIN_REPLICAS,
-        max_replicas=MAX_REPLICAS,
-    )
+def plan(policy: str, *, namespace: str, scaling: live.Autoscaling) -> live.Plan:
+    """What to deploy for `policy`; `scaling`: the KEDA and HPA policies' threshold."""
+    md_setup = live.md_setup(NAME)
+    external = md(namespace, EXTERNAL, replicas=1)
     if policy == "predictive":
         slo = {"latencySLO": {"signal": "EndToEnd", "p99Seconds": SLO_P99_S}}
-        return live.md_setup(NAME), [md(namespace, {"mode": "Predictive", "targets": slo})], []
+        return live.Plan(md_setup, [md(namespace, {"mode": "Predictive", "targets": slo})])
+    keda_so = functools.partial(live.scaled_object, namespace=namespace, scaling=scaling)
     if policy == "keda-gated":
-        so = keda_so(NAME, target=live.md_target(NAME))
-        return live.md_setup(NAME), [md(namespace, EXTERNAL, replicas=1)], [so]
+        return live.Plan(md_setup, [external], [keda_so(NAME, target=live.md_target(NAME))])
     if policy == "keda-plain":
         plain = f"{NAME}-plain"
-        objects = live.plain_objects(md(namespace, EXTERNAL), name=plain, key=live.new_key())
-        so = keda_so(plain, target={"name": plain})
-        return live.plain_setup(plain), objects, [so]
+        objects = live.plain_objects(external, name=plain, key=live.new_key())
+        return live.Plan(live.plain_setup(plain), objects, [keda_so(plain, target={"name": plain})])
     if policy == "hpa":
+        # A ScaledObject on an idle pod has KEDA's metrics server serve the metric; the HPA
+        # on the ModelDeployment reads it through the aggregated API.
         source = "metric-source"
         so = keda_so(source, target={"name": source})
         so["spec"]["maxReplicaCount"] = 1
         hpa = live.hpa_on_keda_metric(
-            NAME,
-            namespace=namespace,
-            target=live.md_target(NAME),
-            scaled_object_name=source,
-            threshold=capacity,
-            min_replicas=MIN_REPLICAS,
-            max_replicas=MAX_REPLICAS,
+            NAME, namespace=namespace, target=live.md_target(NAME), source=source, scaling=scaling
         )
-        objects = [
-            md(namespace, EXTERNAL, replicas=1),
-            live.sleeper_deployment(source, namespace=namespace),
-        ]
-        return live.md_setup(NAME), objects, [so, hpa]
+        sleeper = live.sleeper_deployment(source, namespace=namespace)
+        return live.Plan(md_setup, [external, sleeper], [so, hpa])
     if policy == "static-max":
         objects = [md(namespace, EXTERNAL, replicas=MAX_REPLICAS)]
-        return live.md_setup(NAME, initial_ready=MAX_REPLICAS), objects, []
+        return live.Plan(live.md_setup(NAME, initial_ready=MAX_REPLICAS), objects)
     raise SystemExit(f"bench/live.py: unknown policy {policy!r}; pick from {', '.join(POLICIES)}")
 
 
 @contextlib.contextmanager
-def on_cluster(*, with_keda: bool) -> Iterator[tuple[harness_cluster.ClusterInfo, Kubectl, Any]]:
+def on_cluster(*, with_keda: bool) -> Iterator[tuple[harness_cluster.ClusterInfo, live.Cluster]]:
     """The local cluster (reused or brought up), KEDA, and the operator's Helm release, as
     the e2e suite installs them (the same lock, so no test installs over it)."""
     with harness_cluster.session() as info:
@@ -174,14 +160,15 @@ def on_cluster(*, with_keda: bool) -> Iterator[tuple[harness_cluster.ClusterInfo
                 keda.up()
             with contextlib.contextmanager(e2e_conftest._installed)(info, kubectl):
                 try:
-                    yield info, kubectl, api
+                    yield info, live.Cluster(kubectl, api)
                 finally:
                     if with_keda:
                         keda.down()
                     api.close()
 
 
-def measure_capacity(kubectl: Kubectl, api: Any, *, duration_s: float) -> dict[str, Any]:
+def measure_capacity(cluster: live.Cluster, *, duration_s: float) -> dict[str, Any]:
+    kubectl, api = cluster
     ns = live.new_namespace(kubectl, api, f"live-capacity-{int(time.time())}")
     try:
         setup = live.md_setup(NAME)
@@ -206,31 +193,14 @@ def measure_capacity(kubectl: Kubectl, api: Any, *, duration_s: float) -> dict[s
 
 
 def run_policy(
-    policy: str, *, kubectl: Kubectl, api: Any, prometheus_url: str, capacity: float
+    policy: str, *, cluster: live.Cluster, scaling: live.Autoscaling, load: live.Load
 ) -> live.Run:
-    requests, segments, step = load()
-    ns = live.new_namespace(kubectl, api, f"live-{policy}-{int(time.time())}")
+    ns = live.new_namespace(cluster.kubectl, cluster.api, f"live-{policy}-{int(time.time())}")
     try:
-        setup, objects, autoscaler = plan(
-            policy, namespace=ns, prometheus_url=prometheus_url, capacity=capacity
-        )
-        return live.run(
-            policy=policy,
-            kubectl=kubectl,
-            api=api,
-            namespace=ns,
-            setup=setup,
-            objects=objects,
-            autoscaler=autoscaler,
-            requests=requests,
-            segments=segments,
-            load_step_s=step,
-            slo_p99_s=SLO_P99_S,
-            cold_per_pod=COLD_PER_POD,
-            replay=toy_load.REPLAY,
-        )
+        the_plan = plan(policy, namespace=ns, scaling=scaling)
+        return live.run(policy, cluster=cluster, namespace=ns, plan=the_plan, load=load)
     finally:
-        live.delete_namespace(kubectl, api, ns)
+        live.delete_namespace(cluster.kubectl, cluster.api, ns)
 
 
 # --- the simulator on the same requests ----------------------------------------------------
@@ -293,11 +263,14 @@ def table(runs: Sequence[live.Run], sim: Any) -> str:
     # The simulator's table with every peer behind the gate ("policies_gated") for the gated
     # live runs, its peers as deployed ("policies": KEDA without a gate) for keda-plain.
     sim_of = {
-        "predictive": ("policies", "modelscale"),
-        "keda-gated": ("policies_gated", "keda"),
-        "keda-plain": ("policies", "keda"),
-        "hpa": ("policies_gated", "hpa"),
-        "static-max": ("policies", "static-peak"),
+        live_policy: tuple(where.split("."))
+        for live_policy, where in (
+            ("predictive", "policies.modelscale"),
+            ("keda-gated", "policies_gated.keda"),
+            ("keda-plain", "policies.keda"),
+            ("hpa", "policies_gated.hpa"),
+            ("static-max", "policies.static-peak"),
+        )
     }
     sims = sim if isinstance(sim, dict) else {}
     live_static = next(
@@ -368,31 +341,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     began = time.monotonic()
     policies = args.policy or list(POLICIES)
-    with on_cluster(with_keda=any(p in ("keda-gated", "keda-plain", "hpa") for p in policies)) as (
-        info,
-        kubectl,
-        api,
-    ):
+    the_load = load()
+    with_keda = any(p in ("keda-gated", "keda-plain", "hpa") for p in policies)
+    with on_cluster(with_keda=with_keda) as (info, cluster):
         if args.capacity is not None:
             capacity: dict[str, Any] = {"tokens_per_s": args.capacity, "load_test": "given"}
         else:
-            capacity = measure_capacity(kubectl, api, duration_s=args.load_test_seconds)
+            capacity = measure_capacity(cluster, duration_s=args.load_test_seconds)
         print(f"per-replica capacity: {capacity['tokens_per_s']:g} tokens/s")
+        scaling = live.Autoscaling(
+            float(capacity["tokens_per_s"]), MIN_REPLICAS, MAX_REPLICAS, info.prometheus_url
+        )
         runs = []
         for policy in policies:
             t0 = time.monotonic()
-            r = run_policy(
-                policy,
-                kubectl=kubectl,
-                api=api,
-                prometheus_url=info.prometheus_url,
-                capacity=float(capacity["tokens_per_s"]),
-            )
+            r = run_policy(policy, cluster=cluster, scaling=scaling, load=the_load)
             runs.append(r)
             print(f"{policy}: {json.dumps(r.report.to_dict())} ({time.monotonic() - t0:.0f} s)")
-    requests, segments, step = load()
     startup, warmup = startup_seconds(runs)
-    sim = simulate(requests, startup=startup, warmup=warmup)
+    sim = simulate(the_load.requests, startup=startup, warmup=warmup)
     wall = time.monotonic() - began
     args.out.mkdir(parents=True, exist_ok=True)
     result = {
@@ -400,8 +367,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             {"name": name, "phases": [dataclasses.asdict(p) for p in group]}
             for name, group in SEGMENTS
         ],
-        "segment_offsets": [dataclasses.asdict(s) for s in segments],
-        "load_step_s": step,
+        "segment_offsets": [dataclasses.asdict(s) for s in the_load.scoring.segments],
+        "load_step_s": the_load.scoring.load_step_s,
         "slo_p99_s": SLO_P99_S,
         "capacity": capacity,
         "policies": {r.report.policy: r.report.to_dict() for r in runs},

@@ -14,10 +14,9 @@ import dataclasses
 import functools
 import json
 import secrets
-import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from kubernetes import client
 
@@ -39,38 +38,38 @@ def token_rate_query(namespace: str) -> str:
     return f'sum(rate(vllm:generation_tokens_total{{namespace="{namespace}"}}[1m])) or vector(0)'
 
 
+@dataclasses.dataclass(frozen=True)
+class Autoscaling:
+    """What every KEDA or HPA policy of a run shares: the per-replica threshold (tokens/s,
+    the load-tested capacity), the replica range and where Prometheus is."""
+
+    threshold: float
+    min_replicas: int
+    max_replicas: int
+    prometheus_url: str
+
+
 def scaled_object(
-    name: str,
-    *,
-    namespace: str,
-    target: dict[str, str],
-    prometheus_url: str,
-    threshold: float,
-    min_replicas: int,
-    max_replicas: int,
+    name: str, *, namespace: str, target: dict[str, str], scaling: Autoscaling
 ) -> dict[str, Any]:
     """KEDA's Prometheus trigger on the token rate, everything else at KEDA's defaults
     (30 s polling, the HPA's default behaviour): what KEDA's docs have a user write."""
-    return {
-        "apiVersion": "keda.sh/v1alpha1",
-        "kind": "ScaledObject",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "scaleTargetRef": target,
-            "minReplicaCount": min_replicas,
-            "maxReplicaCount": max_replicas,
-            "triggers": [
-                {
-                    "type": "prometheus",
-                    "metadata": {
-                        "serverAddress": prometheus_url,
-                        "query": token_rate_query(namespace),
-                        "threshold": f"{threshold:g}",
-                    },
-                }
-            ],
-        },
+    trigger = {
+        "serverAddress": scaling.prometheus_url,
+        "query": token_rate_query(namespace),
+        "threshold": f"{scaling.threshold:g}",
     }
+    spec: dict[str, Any] = {"scaleTargetRef": target}
+    spec["triggers"] = [{"type": "prometheus", "metadata": trigger}]
+    spec |= {"minReplicaCount": scaling.min_replicas, "maxReplicaCount": scaling.max_replicas}
+    return _object("keda.sh/v1alpha1", "ScaledObject", name, namespace, spec)
+
+
+def _object(
+    api_version: str, kind: str, name: str, namespace: str, spec: dict[str, Any]
+) -> dict[str, Any]:
+    meta = {"name": name, "namespace": namespace}
+    return {"apiVersion": api_version, "kind": kind, "metadata": meta, "spec": spec}
 
 
 def md_target(name: str) -> dict[str, str]:
@@ -78,41 +77,21 @@ def md_target(name: str) -> dict[str, str]:
 
 
 def hpa_on_keda_metric(
-    name: str,
-    *,
-    namespace: str,
-    target: dict[str, str],
-    scaled_object_name: str,
-    threshold: float,
-    min_replicas: int,
-    max_replicas: int,
+    name: str, *, namespace: str, target: dict[str, str], source: str, scaling: Autoscaling
 ) -> dict[str, Any]:
     """A plain HPA (default behaviour) on the external metric KEDA's metrics server serves
-    for `scaled_object_name`, averaged over the target's replicas."""
-    return {
-        "apiVersion": "autoscaling/v2",
-        "kind": "HorizontalPodAutoscaler",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "scaleTargetRef": target,
-            "minReplicas": min_replicas,
-            "maxReplicas": max_replicas,
-            "metrics": [
-                {
-                    "type": "External",
-                    "external": {
-                        "metric": {
-                            "name": KEDA_METRIC,
-                            "selector": {
-                                "matchLabels": {"scaledobject.keda.sh/name": scaled_object_name}
-                            },
-                        },
-                        "target": {"type": "AverageValue", "averageValue": f"{threshold:g}"},
-                    },
-                }
-            ],
-        },
+    for the ScaledObject `source`, averaged over the target's replicas."""
+    metric = {
+        "name": KEDA_METRIC,
+        "selector": {"matchLabels": {"scaledobject.keda.sh/name": source}},
     }
+    average = {"type": "AverageValue", "averageValue": f"{scaling.threshold:g}"}
+    spec: dict[str, Any] = {
+        "scaleTargetRef": target,
+        "metrics": [{"type": "External", "external": {"metric": metric, "target": average}}],
+    }
+    spec |= {"minReplicas": scaling.min_replicas, "maxReplicas": scaling.max_replicas}
+    return _object("autoscaling/v2", "HorizontalPodAutoscaler", name, namespace, spec)
 
 
 def plain_objects(md_body: dict[str, Any], *, name: str, key: str) -> list[dict[str, Any]]:
@@ -161,9 +140,9 @@ def sleeper_deployment(name: str, *, namespace: str) -> dict[str, Any]:
 
 
 class Sampler:
-    """Every SAMPLE_INTERVAL_S: the pods matching `selector` (first and last seen, newest
-    body) and the Deployment's `spec.replicas`, in a thread; apiserver hiccups are logged
-    and sampling goes on."""
+    """Every SAMPLE_INTERVAL_S: the pods matching `selector` (last seen, newest body) and
+    the Deployment's `spec.replicas`. Runs on the endpoint poller's thread, which keeps
+    going (and logs) through apiserver hiccups. A context manager."""
 
     def __init__(self, api: Any, *, namespace: str, selector: str, deployment_name: str) -> None:
         self.core, self.apps = client.CoreV1Api(api), client.AppsV1Api(api)
@@ -177,10 +156,9 @@ class Sampler:
         self.last_seen: dict[str, float] = {}
         self.present: set[str] = set()
         self.replicas: list[tuple[float, int]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="live-sampler", daemon=True)
+        self._poller = loadgen.EndpointPoller(self.once, interval_s=SAMPLE_INTERVAL_S)
 
-    def once(self) -> None:
+    def once(self) -> list[str]:
         now = time.time()
         dep = self.apps.read_namespaced_deployment(self.deployment, self.ns)
         self.replicas.append((now, int(dep.spec.replicas or 0)))
@@ -191,22 +169,14 @@ class Sampler:
             uid = body["metadata"]["uid"]
             self.bodies[uid], self.last_seen[uid] = body, now
             self.present.add(uid)
-
-    def _loop(self) -> None:
-        while not self._stop.wait(SAMPLE_INTERVAL_S):
-            try:
-                self.once()
-            except Exception as err:
-                print(f"live sampler: {err!r}")
+        return []
 
     def __enter__(self) -> Sampler:
-        self.once()
-        self._thread.start()
+        self._poller.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
+        self._poller.stop()
 
     def lives(self, *, gated: bool, warmed_before: float) -> list[live_score.PodLife]:
         """Every pod seen. Gated: warm from the operator's warm-up; not gated: pods that
@@ -303,6 +273,28 @@ def warm_by_hand(endpoints: Sequence[str], *, count: int) -> None:
 
 
 @dataclasses.dataclass(frozen=True)
+class Plan:
+    """A policy's objects, applied before the load (`objects`) and once its first pods are
+    Ready (`autoscaler`: the ScaledObject or HPA), and how its pods are reached."""
+
+    setup: Setup
+    objects: Sequence[dict[str, Any]]
+    autoscaler: Sequence[dict[str, Any]] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Load:
+    requests: Sequence[loadgen.TraceRequest]
+    scoring: live_score.Scoring
+    replay: loadgen.ReplayOptions
+
+
+class Cluster(NamedTuple):
+    kubectl: Kubectl
+    api: Any  # kubernetes.client.ApiClient
+
+
+@dataclasses.dataclass(frozen=True)
 class Run:
     report: live_score.LiveReport
     result: loadgen.ReplayResult
@@ -310,51 +302,25 @@ class Run:
     pods: list[live_score.PodLife]
 
 
-def run(
-    *,
-    policy: str,
-    kubectl: Kubectl,
-    api: Any,
-    namespace: str,
-    setup: Setup,
-    objects: Sequence[dict[str, Any]],
-    autoscaler: Sequence[dict[str, Any]],
-    requests: Sequence[loadgen.TraceRequest],
-    segments: Sequence[live_score.Segment],
-    load_step_s: float,
-    slo_p99_s: float,
-    cold_per_pod: int,
-    replay: loadgen.ReplayOptions,
-    before_load: Callable[[Sequence[str]], None] | None = None,
-) -> Run:
-    """Apply `objects`, wait for the first pods, apply `autoscaler`, replay `requests` and
-    score the run. `before_load` gets the ready endpoints once they are there."""
-    apply_all(kubectl, objects)
+def run(policy: str, *, cluster: Cluster, namespace: str, plan: Plan, load: Load) -> Run:
+    """Apply the plan's objects, wait for the first pods (warm an ungated one by hand, as
+    its own traffic would have), apply its autoscaler, replay the load and score it."""
+    kubectl, api, setup = cluster.kubectl, cluster.api, plan.setup
+    apply_all(kubectl, plan.objects)
     first = wait_ready(api, namespace, setup, timeout=300)
     if not setup.gated:
-        warm_by_hand(first, count=cold_per_pod)
-    if before_load is not None:
-        before_load(first)
-    apply_all(kubectl, autoscaler)
+        warm_by_hand(first, count=load.scoring.cold_per_pod)
+    apply_all(kubectl, plan.autoscaler)
     warmed_before = time.time()
-    with (
-        Sampler(
-            api, namespace=namespace, selector=setup.selector, deployment_name=setup.deployment
-        ) as sampler,
-        ready_endpoints(api, namespace, setup.service) as endpoints,
-    ):
-        result = loadgen.replay(requests, endpoints=endpoints, **replay)
+    sampler = Sampler(
+        api, namespace=namespace, selector=setup.selector, deployment_name=setup.deployment
+    )
+    with sampler, ready_endpoints(api, namespace, setup.service) as endpoints:
+        result = loadgen.replay(load.requests, endpoints=endpoints, **load.replay)
         sampler.once()
     pods = sampler.lives(gated=setup.gated, warmed_before=warmed_before)
     report = live_score.score(
-        policy=policy,
-        result=result,
-        pods=pods,
-        replicas=sampler.replicas,
-        segments=segments,
-        load_step_s=load_step_s,
-        slo_p99_s=slo_p99_s,
-        cold_per_pod=cold_per_pod,
+        policy=policy, result=result, pods=pods, replicas=sampler.replicas, scoring=load.scoring
     )
     return Run(report=report, result=result, replicas=sampler.replicas, pods=pods)
 

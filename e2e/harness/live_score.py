@@ -44,6 +44,17 @@ class Segment:
 
 
 @dataclasses.dataclass(frozen=True)
+class Scoring:
+    """How a run is judged: its segments, the load step (offset from the replay's start),
+    the client-side P99 target, and how many first requests of an unwarmed pod are cold."""
+
+    segments: Sequence[Segment]
+    load_step_s: float
+    slo_p99_s: float
+    cold_per_pod: int
+
+
+@dataclasses.dataclass(frozen=True)
 class LiveReport:
     policy: str
     requests: int
@@ -134,43 +145,41 @@ def score(
     result: loadgen.ReplayResult,
     pods: Sequence[PodLife],
     replicas: Sequence[tuple[float, int]],
-    segments: Sequence[Segment],
-    load_step_s: float,
-    slo_p99_s: float,
-    cold_per_pod: int,
+    scoring: Scoring,
 ) -> LiveReport:
     """The report of one run: `result` from the replay, `pods` and `replicas` sampled
-    while it ran, the load step at `load_step_s` after the replay's start."""
+    while it ran."""
     started, ended = result.started_at, result.finished_at
-    records = result.records
+    records, slo = result.records, scoring.slo_p99_s
     windows = userview.windows(records, started)
-    met = [w for w in windows if w.p99_s <= slo_p99_s]
+    met = [w for w in windows if w.p99_s <= slo]
     by_segment: dict[str, tuple[int, int]] = {}
-    for seg in segments:
+    for seg in scoring.segments:
         inside = [w for w in windows if seg.start_s <= w.start - started < seg.end_s]
-        by_segment[seg.name] = (sum(w.p99_s <= slo_p99_s for w in inside), len(inside))
-    within = sum(userview.user_latency(r, started) <= slo_p99_s for r in records)
+        by_segment[seg.name] = (sum(w.p99_s <= slo for w in inside), len(inside))
+    within = sum(userview.user_latency(r, started) <= slo for r in records)
     summary = result.summary()
     events = scale_events(replicas, start=started, end=ended)
-    step = started + load_step_s
+    step = started + scoring.load_step_s
     at_step = [n for t, n in replicas if t <= step]
     base = at_step[-1] if at_step else (replicas[0][1] if replicas else 0)
     up = next((t for t, n in replicas if t > step and n > base), None)
     added = [p.ready_at for p in pods if p.created >= step - 1.0 and p.ready_at is not None]
     inside_replicas = [n for t, n in replicas if started <= t <= ended]
+    cold = cold_requests(records, pods, cold_per_pod=scoring.cold_per_pod)
     return LiveReport(
         policy=policy,
         requests=summary.count,
-        ok=summary.ok,
-        failed=summary.errors,
-        no_endpoint=summary.no_endpoint,
         windows=len(windows),
+        ok=summary.ok,
         windows_met=len(met),
+        failed=summary.errors,
         slo_attainment_windows=len(met) / len(windows) if windows else math.nan,
+        no_endpoint=summary.no_endpoint,
         slo_attainment_requests=within / len(records) if records else math.nan,
         windows_met_by_segment=by_segment,
         replica_seconds=replica_seconds(pods, start=started, end=ended),
-        cold_requests=len(cold_requests(records, pods, cold_per_pod=cold_per_pod)),
+        cold_requests=len(cold),
         scale_events=len(events),
         scale_timeline=[(e.t - started, e.from_replicas, e.to_replicas) for e in events],
         first_scale_up_s=None if up is None else up - step,

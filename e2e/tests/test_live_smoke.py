@@ -40,20 +40,18 @@ def test_replay_of_a_segment_on_one_static_replica_is_scored_from_its_records(
     requests = loadgen.read_trace(
         TRACE / "azure2023_conv_normalized.csv.gz", start_s=2880, duration_s=SEGMENT_S
     )
-    run = live.run(
-        policy="static-1",
-        kubectl=kubectl,
-        api=kube_api,
-        namespace=namespace,
-        setup=live.md_setup("toy"),
-        objects=[body],
-        autoscaler=[],
-        requests=requests,
+    scoring = live_score.Scoring(
         segments=[live_score.Segment("quiet", 0.0, SEGMENT_S)],
         load_step_s=10.0,
         slo_p99_s=toy_load.SLO_P99_S,
         cold_per_pod=int(toy_load.TOY_ENV["TOY_LLM_COLD_REQUESTS"]),
-        replay=toy_load.REPLAY,
+    )
+    run = live.run(
+        "static-1",
+        cluster=live.Cluster(kubectl, kube_api),
+        namespace=namespace,
+        plan=live.Plan(live.md_setup("toy"), [body]),
+        load=live.Load(requests=requests, scoring=scoring, replay=toy_load.REPLAY),
     )
     report, result = run.report, run.result
     print(f"\nlive smoke: {report.to_dict()}")

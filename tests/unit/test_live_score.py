@@ -7,30 +7,18 @@ import math
 import pytest
 
 from harness import live_score, loadgen
-from harness.live_score import PodLife, Segment
+from harness.live_score import PodLife, Scoring, Segment
 
 T0 = 1_000_000.0  # the replay's start (Unix time)
 
 
 def rec(
-    i: int,
-    *,
-    at: float,
-    latency: float | None = 0.5,
-    ip: str | None = "10.0.0.1",
-    outcome: str = loadgen.OK,
+    i: int, *, at: float, latency: float = 0.5, ip: str | None = "10.0.0.1", outcome: str = "ok"
 ) -> loadgen.RequestRecord:
-    return loadgen.RequestRecord(
-        index=i,
-        scheduled_s=at,
-        sent_at=T0 + at,
-        latency_s=latency,
-        endpoint=None if ip is None else f"{ip}:8000",
-        outcome=outcome,
-        input_tokens=10,
-        max_tokens=64,
-        output_tokens=64 if outcome == loadgen.OK else 0,
-    )
+    """Request `i`, scheduled and sent `at` s into the run; `ip` None: it found no endpoint."""
+    endpoint = None if ip is None else f"{ip}:8000"
+    served = 64 if outcome == loadgen.OK else 0
+    return loadgen.RequestRecord(i, at, T0 + at, latency, endpoint, outcome, 10, 64, served)
 
 
 def pod(name: str, ip: str, *, created: float, warm: float | None, gone: float | None = None):
@@ -79,7 +67,7 @@ def test_cold_requests_gated_pods_count_requests_before_the_gate_opened():
         rec(1, at=15, ip="10.0.0.2"),  # before b's gate: cold
         rec(2, at=25, ip="10.0.0.2"),
         rec(3, at=26, ip="10.0.0.9"),  # no known pod: cold
-        rec(4, at=27, ip=None, latency=None, outcome=loadgen.NO_ENDPOINT),
+        rec(4, at=27, ip=None, outcome=loadgen.NO_ENDPOINT),
     ]
     cold = live_score.cold_requests(records, pods, cold_per_pod=4)
     assert [r.index for r in cold] == [1, 3]
@@ -121,10 +109,7 @@ def test_score_a_run_with_a_scale_up_after_the_step():
         result=result,
         pods=pods,
         replicas=replicas,
-        segments=[Segment("quiet", 0, 10), Segment("step", 10, 30)],
-        load_step_s=8.0,
-        slo_p99_s=2.0,
-        cold_per_pod=4,
+        scoring=Scoring([Segment("quiet", 0, 10), Segment("step", 10, 30)], 8.0, 2.0, 4),
     )
     assert (report.windows, report.windows_met) == (3, 2)
     assert report.slo_attainment_windows == pytest.approx(2 / 3)
@@ -147,10 +132,7 @@ def test_score_without_any_scale_up_says_never():
         result=result,
         pods=[pod("a", "10.0.0.1", created=-60, warm=-50)],
         replicas=[(T0 + t, 3) for t in range(6)],
-        segments=[],
-        load_step_s=1.0,
-        slo_p99_s=2.0,
-        cold_per_pod=4,
+        scoring=Scoring(segments=[], load_step_s=1.0, slo_p99_s=2.0, cold_per_pod=4),
     )
     assert report.first_scale_up_s is None and report.first_added_ready_s is None
     assert report.scale_events == 0 and report.max_replicas == 3
