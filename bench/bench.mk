@@ -30,5 +30,5 @@ bench-serving: $(STAMP) ## the simulator's serving policy at max replicas on a t
 	$(PY) bench/serving_policy.py --rate-scale 2.5 --interactive-share 0.3
 
 .PHONY: bench-live
-bench-live: $(STAMP) cluster-tools keda-tools prometheus-install ## modelscale vs the real KEDA and HPA on the local cluster: 5 policies on the same trace segments (~25 min)
+bench-live: $(STAMP) cluster-tools keda-tools prometheus-install ## modelscale vs the real KEDA and HPA on the local cluster: 5 policies on the same trace segments (~20 min)
 	$(PY) bench/live.py
