@@ -339,6 +339,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--load-test-seconds", type=float, default=20.0)
     parser.add_argument("--out", type=pathlib.Path, default=RESULTS)
     args = parser.parse_args(argv)
+    if args.capacity is not None and args.capacity <= 0:
+        parser.error(f"--capacity must be > 0 tokens/s, got {args.capacity:g}")
+    if args.load_test_seconds <= 0:
+        parser.error(f"--load-test-seconds must be > 0, got {args.load_test_seconds:g}")
     began = time.monotonic()
     policies = args.policy or list(POLICIES)
     the_load = load()
