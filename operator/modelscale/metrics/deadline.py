@@ -48,12 +48,17 @@ class Watch:
         self.expired = False
 
     def add(self, sock: socket.socket) -> None:
+        # A duplicate descriptor of our own: shutting it down shuts the connection down
+        # for every descriptor, and it cannot be reused by an unrelated socket before
+        # `close` (the original may be closed and its number reused meanwhile).
         try:
-            # A duplicate descriptor of our own: shutting it down shuts the connection
-            # down for every descriptor, and it cannot be reused by an unrelated socket
-            # before `close` (the original may be closed and its number reused meanwhile).
-            dup = socket.socket(fileno=os.dup(sock.fileno()))
+            fd = os.dup(sock.fileno())
         except OSError:  # already closed, or detached by `ssl` (its wrapper is added)
+            return
+        try:
+            dup = socket.socket(fileno=fd)
+        except OSError:
+            os.close(fd)
             return
         with self._lock:
             self._socks.append(dup)
