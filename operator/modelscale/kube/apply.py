@@ -50,34 +50,29 @@ class _KindApi:
     returns: str  # the client's model name for the answer, e.g. "V1Deployment"
 
 
+# kind -> its API class, its name in the read method, its group's path, its plural.
+_KINDS: dict[str, tuple[type, str, str, str]] = {
+    "Deployment": (client.AppsV1Api, "deployment", "/apis/apps/v1", "deployments"),
+    "Service": (client.CoreV1Api, "service", "/api/v1", "services"),
+    "Secret": (client.CoreV1Api, "secret", "/api/v1", "secrets"),
+    "PodDisruptionBudget": (
+        client.PolicyV1Api,
+        "pod_disruption_budget",
+        "/apis/policy/v1",
+        "poddisruptionbudgets",
+    ),
+}
+
+
 def _kind_api(api: client.ApiClient, kind: str) -> _KindApi:
-    if kind == "Deployment":
-        apps = client.AppsV1Api(api)
-        return _KindApi(
-            apps.read_namespaced_deployment,
-            "/apis/apps/v1/namespaces/{namespace}/deployments/{name}",
-            "V1Deployment",
-        )
-    if kind == "Service":
-        core = client.CoreV1Api(api)
-        return _KindApi(
-            core.read_namespaced_service,
-            "/api/v1/namespaces/{namespace}/services/{name}",
-            "V1Service",
-        )
-    if kind == "Secret":
-        core = client.CoreV1Api(api)
-        return _KindApi(
-            core.read_namespaced_secret, "/api/v1/namespaces/{namespace}/secrets/{name}", "V1Secret"
-        )
-    if kind == "PodDisruptionBudget":
-        policy = client.PolicyV1Api(api)
-        return _KindApi(
-            policy.read_namespaced_pod_disruption_budget,
-            "/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets/{name}",
-            "V1PodDisruptionBudget",
-        )
-    raise ValueError(f"modelscale does not apply objects of kind {kind!r}")
+    if kind not in _KINDS:
+        raise ValueError(f"modelscale does not apply objects of kind {kind!r}")
+    api_class, snake, group_path, plural = _KINDS[kind]
+    return _KindApi(
+        read=getattr(api_class(api), f"read_namespaced_{snake}"),
+        path=f"{group_path}/namespaces/{{namespace}}/{plural}/{{name}}",
+        returns=f"V1{kind}",
+    )
 
 
 def _resource_version(obj: Any) -> str | None:
