@@ -58,10 +58,9 @@ env_names = st.one_of(
     st.from_regex(r"\A[A-Za-z_][A-Za-z0-9_]{0,10}\Z"),
     st.sampled_from(["1LEADING_DIGIT", "with.dot", "with-dash", "has=equals", "MY VAR", ""]),
 )
-# Within the Basic Multilingual Plane, with a known gap named: a character beyond U+FFFF
-# reaches the apiserver as a JSON surrogate pair inside an apply patch, which its YAML
-# decoder refuses (kube/apply.py).
-_BMP = st.characters(max_codepoint=0xFFFF, exclude_categories=("Cs",))
+# Any character a JSON string can hold (no lone surrogates), beyond U+FFFF included: emoji
+# and CJK extension B once broke server-side apply (kube/apply.py, `apply_body`).
+_TEXT = st.characters(exclude_categories=("Cs",))
 _VALUE_FROM = st.sampled_from(
     [
         {"secretKeyRef": {"name": "hf-token", "key": "token"}},
@@ -78,7 +77,7 @@ def env_entries(draw: st.DrawFn) -> list[Json]:
         entry: Json = {"name": name}
         which = draw(st.sampled_from(["value", "valueFrom", "both", "neither"]))
         if which in ("value", "both"):
-            entry["value"] = draw(st.text(alphabet=_BMP, max_size=8))
+            entry["value"] = draw(st.text(alphabet=_TEXT, max_size=8))
         if which in ("valueFrom", "both"):
             entry["valueFrom"] = draw(_VALUE_FROM)
         out.append(entry)
@@ -107,7 +106,7 @@ def pod_templates(draw: st.DrawFn) -> Json:
             optional={
                 "labels": label_maps,
                 "annotations": st.dictionaries(
-                    label_keys, st.text(alphabet=_BMP, max_size=10), max_size=2
+                    label_keys, st.text(alphabet=_TEXT, max_size=10), max_size=2
                 ),
                 "volumes": st.just(volumes),
                 "volumeMounts": st.just(mounts),

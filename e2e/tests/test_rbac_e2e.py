@@ -63,17 +63,17 @@ def granted(kubectl: Kubectl) -> set[Grant]:
     return out
 
 
-def audited() -> list[dict[str, Any]]:
-    """Every request of the operator since the cluster started (each e2e session starts
-    its own cluster, and so its own audit log): watches begun at the operator's start
-    count, they are logged when their response starts."""
+def audited(user: str = OPERATOR_USER) -> list[dict[str, Any]]:
+    """Every request of the operator (`user`) since the cluster started (each e2e session
+    starts its own cluster, and so its own audit log): watches begun at the operator's
+    start count, they are logged when their response starts."""
     path = Path(AUDIT_LOG)
     if not path.exists():
         pytest.fail(f"no audit log at {path}: the local cluster's apiserver writes one")
     events: dict[str, dict[str, Any]] = {}
     for line in path.read_text().splitlines():
         event = json.loads(line)
-        if event["user"]["username"] == OPERATOR_USER:
+        if event["user"]["username"] == user:
             events.setdefault(event["auditID"], event)
     return list(events.values())
 

@@ -183,6 +183,16 @@ def main(argv: list[str]) -> int:
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    # An admin whose ModelDeployment "does nothing" looks here first: a namespaced install
+    # (chart value watchNamespaces) has no rights elsewhere, so it never sees the others.
+    if args.all_namespaces:
+        logging.getLogger(__name__).info("watching ModelDeployments in every namespace")
+    else:
+        logging.getLogger(__name__).info(
+            "watching ModelDeployments only in namespaces %s (chart value watchNamespaces): "
+            "ModelDeployments in any other namespace are not reconciled, scaled or warmed up",
+            ", ".join(args.namespace),
+        )
     # Importing the handler modules registers their kopf handlers.
     from modelscale.handlers import (  # noqa: F401, PLC0415
         autoscale,

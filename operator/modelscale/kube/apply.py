@@ -16,6 +16,7 @@ from __future__ import annotations
 import enum
 import json
 import logging
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -45,26 +46,33 @@ class Applied:
 @dataclass(frozen=True)
 class _KindApi:
     read: Callable[..., Any]
-    patch: Callable[..., Any]
+    path: str  # the object's URL path, with {namespace} and {name}
+    returns: str  # the client's model name for the answer, e.g. "V1Deployment"
+
+
+# kind -> its API class, its name in the read method, its group's path, its plural.
+_KINDS: dict[str, tuple[type, str, str, str]] = {
+    "Deployment": (client.AppsV1Api, "deployment", "/apis/apps/v1", "deployments"),
+    "Service": (client.CoreV1Api, "service", "/api/v1", "services"),
+    "Secret": (client.CoreV1Api, "secret", "/api/v1", "secrets"),
+    "PodDisruptionBudget": (
+        client.PolicyV1Api,
+        "pod_disruption_budget",
+        "/apis/policy/v1",
+        "poddisruptionbudgets",
+    ),
+}
 
 
 def _kind_api(api: client.ApiClient, kind: str) -> _KindApi:
-    if kind == "Deployment":
-        apps = client.AppsV1Api(api)
-        return _KindApi(apps.read_namespaced_deployment, apps.patch_namespaced_deployment)
-    if kind == "Service":
-        core = client.CoreV1Api(api)
-        return _KindApi(core.read_namespaced_service, core.patch_namespaced_service)
-    if kind == "Secret":
-        core = client.CoreV1Api(api)
-        return _KindApi(core.read_namespaced_secret, core.patch_namespaced_secret)
-    if kind == "PodDisruptionBudget":
-        policy = client.PolicyV1Api(api)
-        return _KindApi(
-            policy.read_namespaced_pod_disruption_budget,
-            policy.patch_namespaced_pod_disruption_budget,
-        )
-    raise ValueError(f"modelscale does not apply objects of kind {kind!r}")
+    if kind not in _KINDS:
+        raise ValueError(f"modelscale does not apply objects of kind {kind!r}")
+    api_class, snake, group_path, plural = _KINDS[kind]
+    return _KindApi(
+        read=getattr(api_class(api), f"read_namespaced_{snake}"),
+        path=f"{group_path}/namespaces/{{namespace}}/{plural}/{{name}}",
+        returns=f"V1{kind}",
+    )
 
 
 def _resource_version(obj: Any) -> str | None:
@@ -97,26 +105,54 @@ def apiserver_message(err: ApiException) -> str:
     return str(message or f"{err.status} {err.reason}")
 
 
+# The BMP outside ASCII, escaped as `\uXXXX` as the client's json.dumps does: raw, some of it
+# would change meaning in YAML (NEL, LS and PS are line breaks there, folded into a space
+# inside a quoted string) or be refused (C1 controls, U+FFFE).
+_BMP_NON_ASCII = re.compile("[\u007f-\uffff]")
+
+
+def apply_body(desired: Mapping[str, Any]) -> bytes:
+    r"""An apply patch as the apiserver's YAML decoder reads it back unchanged: JSON (which is
+    YAML) in UTF-8, with characters beyond U+FFFF written raw. `json.dumps` escapes those as
+    a surrogate pair (an emoji in an env value: `\ud83d\ude80`), which that decoder refuses
+    ("found invalid Unicode character escape code"); every other non-ASCII character stays
+    escaped."""
+    text = json.dumps(desired, ensure_ascii=False, separators=(",", ":"))
+    return _BMP_NON_ASCII.sub(lambda m: f"\\u{ord(m.group()):04x}", text).encode()
+
+
 def _send(
-    ops: _KindApi, desired: dict[str, Any], precondition: str | None, *, dry_run: bool
+    api: client.ApiClient,
+    ops: _KindApi,
+    desired: dict[str, Any],
+    precondition: str | None,
+    *,
+    dry_run: bool,
 ) -> Any:
     if precondition is not None:
         desired = {**desired, "metadata": {**desired["metadata"], "resourceVersion": precondition}}
     meta = desired["metadata"]
-    extra = {"dry_run": "All"} if dry_run else {}
-    # Known gap: the client's json.dumps escapes a character beyond U+FFFF (an emoji in an
-    # env value) as a surrogate pair, which the apiserver's YAML decoder of apply patches
-    # refuses ("found invalid Unicode character escape code"); the client (v37) takes only
-    # a dict body here, so the fix needs its lower-level call_api.
-    return ops.patch(
-        meta["name"],
-        meta["namespace"],
-        desired,
-        field_manager=FIELD_MANAGER,
-        force=True,
-        _content_type=APPLY_CONTENT_TYPE,
-        **extra,
+    query: list[tuple[str, str]] = [("fieldManager", FIELD_MANAGER), ("force", "true")]
+    if dry_run:
+        query.append(("dryRun", "All"))
+    # The generated patch methods accept only a dict, which the client serialises with
+    # its own json.dumps; the body goes through the ApiClient's serialise/call/deserialise
+    # steps instead (its timeout, auth and the leader fence apply as to every other call).
+    body = apply_body(desired)
+    request = api.param_serialize(
+        method="PATCH",
+        resource_path=ops.path,
+        path_params={"namespace": meta["namespace"], "name": meta["name"]},
+        query_params=query,
+        header_params={"Content-Type": APPLY_CONTENT_TYPE, "Accept": "application/json"},
+        body=body,
+        auth_settings=["BearerToken"],
     )
+    response = api.call_api(*request)
+    response.read()  # type: ignore[no-untyped-call]
+    return api.response_deserialize(
+        response, response_types_map={"200": ops.returns, "201": ops.returns}
+    ).data
 
 
 def _outcome(desired: dict[str, Any], before: str | None, after: Any) -> Applied:
@@ -144,7 +180,11 @@ def dry_run_all(
     for desired in objects:
         try:
             _send(
-                _kind_api(api, desired["kind"]), desired, guards.get(desired["kind"]), dry_run=True
+                api,
+                _kind_api(api, desired["kind"]),
+                desired,
+                guards.get(desired["kind"]),
+                dry_run=True,
             )
         except ApiException as err:
             if err.status not in REFUSED_STATUSES:
@@ -192,7 +232,7 @@ def apply(
         except ApiException as err:
             if err.status != 404:
                 raise
-    return _outcome(desired, before, _send(ops, desired, precondition, dry_run=False))
+    return _outcome(desired, before, _send(api, ops, desired, precondition, dry_run=False))
 
 
 @dataclass(frozen=True)
