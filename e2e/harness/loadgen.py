@@ -1,6 +1,6 @@
 """Replay an LLM request trace against Triton the way a gateway would.
 
-Trace format (``/work/shared/traces/azure2023_*``, copies in ``e2e/traces/``): CSV, gzipped or
+Trace format (the Azure traces in ``bench/traces/``, a copy in ``e2e/traces/``): CSV, gzipped or
 not, columns ``t_s,input_tokens,output_tokens``, sorted by ``t_s``.
 
 For every trace request, at its (scaled) arrival time, the replay asks ``endpoints()`` for the
