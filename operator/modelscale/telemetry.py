@@ -62,6 +62,23 @@ METRICS_PROBLEMS = _per_deployment_gauge(
 MODELDEPLOYMENTS = Gauge(
     "modelscale_autoscaler_modeldeployments", "ModelDeployments seen by the last pass"
 )
+STATUS_WRITES = Counter(
+    "modelscale_status_writes", "ModelDeployment status patches sent (scaling and reconcile)"
+)
+STATUS_WRITES_SKIPPED = Counter(
+    "modelscale_status_writes_skipped",
+    "ModelDeployment status patches not sent because they would not change the status",
+)
+KUBE_REQUESTS = Counter(
+    "modelscale_kube_requests",
+    "Kubernetes API requests the operator's own client sent, by HTTP method (kopf's watches, "
+    "its patches and events are not counted here)",
+    ["method"],
+)
+KUBE_THROTTLED_SECONDS = Counter(
+    "modelscale_kube_throttled_seconds",
+    "Seconds the operator's own client waited for the client-side rate limit (--kube-qps)",
+)
 QUERIES = Counter("modelscale_prometheus_queries", "Prometheus queries issued")
 QUERY_ERRORS = Counter("modelscale_prometheus_query_errors", "Prometheus queries that failed")
 

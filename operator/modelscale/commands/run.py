@@ -50,6 +50,19 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="seconds one Kubernetes API call may take (the operator's and kopf's own)",
     )
     parser.add_argument(
+        "--kube-qps",
+        type=_positive_rate,
+        default=kube_client.DEFAULT_QPS,
+        help="Kubernetes API requests per second the operator's own client may send on "
+        "average (client-go's --kube-api-qps); the leader Lease is not limited",
+    )
+    parser.add_argument(
+        "--kube-burst",
+        type=_at_least_one,
+        default=kube_client.DEFAULT_BURST,
+        help="requests the operator's own client may send at once above --kube-qps",
+    )
+    parser.add_argument(
         "--prometheus-allowed-url",
         action="append",
         default=[],
@@ -116,6 +129,28 @@ def _positive(text: str) -> float:
         value = math.nan
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, not {text!r}")
+    return value
+
+
+def _positive_rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(
+            f"must be a number of requests per second > 0, not {text!r}"
+        )
+    return value
+
+
+def _at_least_one(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of requests >= 1, not {text!r}")
     return value
 
 
@@ -200,8 +235,10 @@ def main(argv: list[str]) -> int:
     )
     # Every write the operator makes goes through this client, and it refuses them while
     # this replica does not hold a valid lease (the Lease itself uses `lease_api`).
+    limiter = kube_client.TokenBucket(qps=args.kube_qps, burst=args.kube_burst)
     api = lease.fence_writes(
-        kube_client.load(timeout_seconds=args.kube_timeout), fence=leadership.holds
+        kube_client.load(timeout_seconds=args.kube_timeout, limiter=limiter),
+        fence=leadership.holds,
     )
     shared = runtime.Runtime(
         config=operator_config(args),

@@ -162,15 +162,19 @@ def apply_all(
     objects: Sequence[dict[str, Any]],
     *,
     preconditions: Mapping[str, str] | None = None,
+    dry_run: bool = True,
 ) -> list[Applied]:
     """Converge every object, or none: `dry_run_all`, then `apply` each. `preconditions`
     maps a kind to the resourceVersion its object must still have (see `apply`).
+    `dry_run=False` skips the dry run: for objects the apiserver already took as they are
+    (the caller remembers what it applied last).
 
     One dry run more per object and pass. The dry run cannot replace `apply`'s read: the
     apiserver clears the resourceVersion of a dry-run update, so it does not tell an
     existing object from a new one."""
     guards = preconditions or {}
-    dry_run_all(api, objects, preconditions=guards)
+    if dry_run:
+        dry_run_all(api, objects, preconditions=guards)
     return [apply(api, desired, precondition=guards.get(desired["kind"])) for desired in objects]
 
 

@@ -7,6 +7,8 @@ again after `delay` seconds); the kopf handlers turn them into kopf's own."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -53,6 +55,23 @@ def children(md: ModelDeployment, *, replicas_: int) -> list[dict[str, Any]]:
     return [deployment.build(md, replicas=replicas_), service.build(md), pdb.build(md)]
 
 
+# What each ModelDeployment's children were when the apiserver last took all of them, as
+# a digest: the all-or-none dry run (one call per child) is needed only when they differ
+# (a new spec, a new replicas count, a new operator version's builders). In memory: a
+# restarted operator dry-runs each ModelDeployment once again.
+_LAST_APPLIED: dict[tuple[str, str], str] = {}
+
+
+def _digest(objects: Sequence[Mapping[str, Any]]) -> str:
+    text = json.dumps(objects, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def forget(key: tuple[str, str]) -> None:
+    """A ModelDeployment was deleted: drop what was remembered of it."""
+    _LAST_APPLIED.pop(key, None)
+
+
 def converge(
     api: client.ApiClient, md: ModelDeployment, body: Mapping[str, Any], *, now: float
 ) -> None:
@@ -71,9 +90,13 @@ def converge(
     try:
         # The control key's Secret first: the pods cannot start without it.
         secret = control_key.desired_secret(api, md)
-        applied_all = kube_apply.apply_all(
-            api, [secret, *children(md, replicas_=choice.replicas)], preconditions=guards
-        )
+        desired = [secret, *children(md, replicas_=choice.replicas)]
+        digest = _digest(desired)
+        key = (md.namespace, md.name)
+        # Popped first: if this apply fails anywhere, the next one dry-runs again.
+        known = _LAST_APPLIED.pop(key, None) == digest
+        applied_all = kube_apply.apply_all(api, desired, preconditions=guards, dry_run=not known)
+        _LAST_APPLIED[key] = digest
     except kube_apply.ChildRefusedError as err:
         # Nothing was applied: a half-made set (GPU pods, no Service) is worse than none.
         apply_error = (
