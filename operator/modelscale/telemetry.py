@@ -156,3 +156,40 @@ LEADER = Gauge(
     "modelscale_leader",
     "1 while this replica holds the leader Lease (it acts), 0 while it follows",
 )
+
+
+# --------------------------------------------------------------- deleted ModelDeployments
+
+PER_DEPLOYMENT_METRICS: tuple[Counter | Gauge | Histogram, ...] = (
+    SCALE_EVENTS,
+    DESIRED,
+    FORECAST_TOKEN_RATE,
+    CURRENT_TOKEN_RATE,
+    HORIZON,
+    UNFINISHED,
+    METRICS_PROBLEMS,
+    SECONDS_TO_WARM,
+    SECONDS_TO_READY,
+    WARMUP_DURATION,
+    WARMUPS,
+    PODS_REPLACED,
+)
+
+
+def forget(*, namespace: str, name: str) -> int:
+    """Remove every series of the ModelDeployment `namespace/name` (it was deleted);
+    returns how many label sets went. Found through `collect()` (public in every
+    prometheus_client the package allows; `remove_by_labels` is newer)."""
+    removed = 0
+    for metric in PER_DEPLOYMENT_METRICS:
+        labelnames = metric._labelnames
+        found: set[tuple[str, ...]] = set()
+        for family in metric.collect():
+            for sample in family.samples:
+                labels = sample.labels
+                if labels.get("namespace") == namespace and labels.get("modeldeployment") == name:
+                    found.add(tuple(labels[n] for n in labelnames))
+        for values in found:
+            metric.remove(*values)
+            removed += 1
+    return removed

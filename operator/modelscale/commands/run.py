@@ -222,6 +222,7 @@ def main(argv: list[str]) -> int:
     from modelscale.handlers import (  # noqa: F401, PLC0415
         autoscale,
         health,
+        indexes,
         reconcile,
         runtime,
         warmup,

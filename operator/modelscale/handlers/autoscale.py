@@ -19,7 +19,7 @@ from typing import Any
 import kopf
 
 from modelscale import telemetry
-from modelscale.handlers import runtime
+from modelscale.handlers import indexes, runtime
 from modelscale.kube.lease import NotLeaderError
 from modelscale.leader import Leadership
 from modelscale.loops import breaker, reconcile, scaling
@@ -66,8 +66,9 @@ async def _every(
 
 
 @kopf.on.startup()
-async def autoscaler_start(memo: kopf.Memo, **_: Any) -> None:
+async def autoscaler_start(memo: kopf.Memo, **kwargs: Any) -> None:
     rt = runtime.of(memo)
+    indexes.attach(rt, kwargs)
     config = rt.config
     wake_scaling, wake_resync = asyncio.Event(), asyncio.Event()
 
@@ -84,7 +85,7 @@ async def autoscaler_start(memo: kopf.Memo, **_: Any) -> None:
             _every(
                 config.autoscale_interval,
                 "scaling pass",
-                lambda: scaling.timed_pass(rt.api, config=config),
+                lambda: scaling.timed_pass(rt.api, config=config, cache=rt.cache),
                 leader=rt.leader,
                 wake=wake_scaling,
                 # A follower is alive without passes: its tick is the liveness heartbeat.
@@ -98,7 +99,9 @@ async def autoscaler_start(memo: kopf.Memo, **_: Any) -> None:
             _every(
                 config.resync_interval,
                 "resync",
-                lambda: reconcile.resync_all(rt.api, config=config, now=time.time()),
+                lambda: reconcile.resync_all(
+                    rt.api, config=config, now=time.time(), cache=rt.cache
+                ),
                 leader=rt.leader,
                 wake=wake_resync,
                 initial_delay=config.resync_interval,
@@ -109,7 +112,7 @@ async def autoscaler_start(memo: kopf.Memo, **_: Any) -> None:
             _every(
                 min(BREAKER_INTERVAL_SECONDS, config.autoscale_interval),
                 "circuit breaker pass",
-                lambda: breaker.run_pass(rt.api, config=config, now=time.time()),
+                lambda: breaker.run_pass(rt.api, config=config, now=time.time(), cache=rt.cache),
                 leader=rt.leader,
                 wake=asyncio.Event(),
             ),

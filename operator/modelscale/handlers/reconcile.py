@@ -28,7 +28,11 @@ from modelscale.resources import names
 def _reconcile(rt: runtime.Runtime, body: Mapping[str, Any]) -> None:
     try:
         loop.reconcile(
-            rt.api, body, now=time.time(), allow_privileged=rt.config.allow_privileged_pods
+            rt.api,
+            body,
+            now=time.time(),
+            allow_privileged=rt.config.allow_privileged_pods,
+            cache=rt.cache,
         )
     except loop.InvalidSpecError as err:
         raise kopf.PermanentError(str(err)) from err

@@ -26,6 +26,7 @@ from modelscale.control import replicas, status, validation
 from modelscale.kube import apply as kube_apply
 from modelscale.kube import events, reads
 from modelscale.kube import status as kube_status
+from modelscale.kube.cache import Cache
 from modelscale.loops import control_key
 from modelscale.resources import deployment, names, pdb, podsecurity, service
 
@@ -73,7 +74,12 @@ def forget(key: tuple[str, str]) -> None:
 
 
 def converge(
-    api: client.ApiClient, md: ModelDeployment, body: Mapping[str, Any], *, now: float
+    api: client.ApiClient,
+    md: ModelDeployment,
+    body: Mapping[str, Any],
+    *,
+    now: float,
+    cache: Cache | None = None,
 ) -> None:
     """Apply the children, then write the status once."""
     involved = dict(body)
@@ -127,10 +133,17 @@ def converge(
                 + (f" with {choice.replicas} replicas" if applied.kind == "Deployment" else ""),
                 now=now,
             )
-    pods = [
-        podfacts.read(p)
-        for p in reads.list_pods(api, namespace=md.namespace, selector=names.selector_string(md))
-    ]
+    cached = cache.pods_of((md.namespace, md.name)) if cache is not None else None
+    pods = (
+        cached
+        if cached is not None
+        else [
+            podfacts.read(p)
+            for p in reads.list_pods(
+                api, namespace=md.namespace, selector=names.selector_string(md)
+            )
+        ]
+    )
     # The scaling loop owns desiredReplicas in Predictive mode; writing what this pass read
     # could put back an older decision.
     keep_desired = md.spec.scaling.mode != "Predictive"
@@ -207,6 +220,7 @@ def reconcile(
     *,
     now: float,
     allow_privileged: bool = False,
+    cache: Cache | None = None,
 ) -> None:
     """Reconcile one ModelDeployment body. Raises InvalidSpecError (after reporting it in
     status) or RetryError. A spec whose pods would break Pod Security `restricted` is
@@ -226,20 +240,27 @@ def reconcile(
         raise InvalidSpecError(refused)
     try:
         with _PASSES.hold((md.namespace, md.name)):
-            converge(api, md, body, now=now)
+            converge(api, md, body, now=now, cache=cache)
     except ApiException as err:
         raise RetryError(f"Kubernetes API error: {err.status} {err.reason}", delay=10) from err
 
 
-def resync_all(api: client.ApiClient, *, config: OperatorConfig, now: float) -> None:
+def resync_all(
+    api: client.ApiClient, *, config: OperatorConfig, now: float, cache: Cache | None = None
+) -> None:
     """Reconcile every ModelDeployment once: repairs drift in children whose changes we
     do not watch (a hand-edited Service or PDB). Run periodically by the scaling loop's
     task, not by a kopf timer: kopf puts a finalizer on every object a timer runs for,
     and a finalizer on the user's object is drift for GitOps and blocks deletion while
     the operator is down."""
-    for body in reads.list_modeldeployments(api, namespaces=config.namespaces):
+    bodies = cache.modeldeployments() if cache is not None else None
+    if bodies is None:
+        bodies = reads.list_modeldeployments(api, namespaces=config.namespaces)
+    for body in bodies:
         try:
-            reconcile(api, body, now=now, allow_privileged=config.allow_privileged_pods)
+            reconcile(
+                api, body, now=now, allow_privileged=config.allow_privileged_pods, cache=cache
+            )
         except Exception as err:  # one ModelDeployment must not stop the others' resync
             log.warning(
                 "resync of %s/%s: %s",

@@ -8,6 +8,7 @@ Deployment's replicas on a scale, and one status patch."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections import defaultdict
@@ -28,6 +29,7 @@ from modelscale.control.decide import Decision, decide
 from modelscale.kube import apply as kube_apply
 from modelscale.kube import events, reads
 from modelscale.kube import status as kube_status
+from modelscale.kube.cache import Cache
 from modelscale.metrics import batch, groups, transport
 from modelscale.metrics.promql import Signals
 from modelscale.podfacts import PodFacts
@@ -112,21 +114,74 @@ METRICS_DEADLINE_INTERVALS = 1.0
 PASS_DEADLINE_INTERVALS = 2.0
 
 
+@dataclass(frozen=True)
+class View:
+    """What a pass reads from Kubernetes: from the watch caches when they are synced,
+    else listed (a pass before kopf's first full listing, or tests without kopf)."""
+
+    modeldeployments: Sequence[Mapping[str, Any]]
+    pods: Mapping[Key, Sequence[PodFacts]]
+    running: Mapping[Key, kube_apply.Running]
+
+
+def read_view(api: client.ApiClient, *, namespaces: Sequence[str], cache: Cache | None) -> View:
+    ready_nodes = reads.list_ready_nodes(api)
+    cached = _cached_view(cache)
+    if cached is None:
+        return View(
+            modeldeployments=reads.list_modeldeployments(api, namespaces=namespaces),
+            pods=group_pods(
+                [
+                    podfacts.read(p, ready_nodes=ready_nodes)
+                    for p in reads.list_modeldeployment_pods(api, namespaces=namespaces)
+                ]
+            ),
+            running=reads.list_running(api, namespaces=namespaces),
+        )
+    if ready_nodes is None:
+        return cached
+    return View(
+        modeldeployments=cached.modeldeployments,
+        pods={key: with_nodes(pods, ready_nodes) for key, pods in cached.pods.items()},
+        running=cached.running,
+    )
+
+
+def _cached_view(cache: Cache | None) -> View | None:
+    if cache is None:
+        return None
+    mds, pods, running = cache.modeldeployments(), cache.pods(), cache.running()
+    if mds is None or pods is None or running is None:
+        return None
+    return View(modeldeployments=mds, pods=pods, running=running)
+
+
+def with_nodes(pods: Sequence[PodFacts], ready_nodes: frozenset[str]) -> list[PodFacts]:
+    """The cached facts (read without node readiness) with `node_ready` as of now."""
+    return [
+        p if p.node is None or p.node in ready_nodes else dataclasses.replace(p, node_ready=False)
+        for p in pods
+    ]
+
+
 def run_pass(
     api: client.ApiClient,
     *,
     config: OperatorConfig,
     now: float,
     started: float | None = None,
+    cache: Cache | None = None,
 ) -> list[Outcome]:
     """One scaling pass over every ModelDeployment the operator watches. `started`
-    (time.monotonic) anchors the pass's deadlines; None: no deadline."""
+    (time.monotonic) anchors the pass's deadlines; None: no deadline. With a synced
+    `cache`, nothing is listed but the nodes."""
     namespaces = config.namespaces
     interval = config.autoscale_interval
     metrics_deadline = None if started is None else started + METRICS_DEADLINE_INTERVALS * interval
     pass_deadline = None if started is None else started + PASS_DEADLINE_INTERVALS * interval
-    mds: dict[Key, tuple[ModelDeployment, dict[str, Any]]] = {}
-    for body in reads.list_modeldeployments(api, namespaces=namespaces):
+    view = read_view(api, namespaces=namespaces, cache=cache)
+    mds: dict[Key, tuple[ModelDeployment, Mapping[str, Any]]] = {}
+    for body in view.modeldeployments:
         try:
             md = ModelDeployment.model_validate(body)
         except ValidationError:
@@ -139,14 +194,8 @@ def run_pass(
     telemetry.MODELDEPLOYMENTS.set(len(mds))
     if not mds:
         return []
-    ready_nodes = reads.list_ready_nodes(api)
-    pods_by_md = group_pods(
-        [
-            podfacts.read(p, ready_nodes=ready_nodes)
-            for p in reads.list_modeldeployment_pods(api, namespaces=namespaces)
-        ]
-    )
-    replicas_now = reads.list_running(api, namespaces=namespaces)
+    pods_by_md = view.pods
+    replicas_now = view.running
     members = [md for md, _ in mds.values()]
     url = config.prometheus_url
     # One session per pass: rotated credential files are read again.
@@ -213,7 +262,7 @@ def _report_unfinished(keys: Sequence[Key], *, after: float) -> None:
 def _act(
     api: client.ApiClient,
     md: ModelDeployment,
-    body: dict[str, Any],
+    body: Mapping[str, Any],
     *,
     decision: Decision,
     running: kube_apply.Running,
@@ -268,11 +317,13 @@ def _act(
     return Outcome(key=key, recommendation=rec, applied=applied, current=current)
 
 
-def timed_pass(api: client.ApiClient, *, config: OperatorConfig) -> list[Outcome]:
+def timed_pass(
+    api: client.ApiClient, *, config: OperatorConfig, cache: Cache | None = None
+) -> list[Outcome]:
     """A pass at the current time, with its wall and CPU time recorded."""
     wall, cpu = time.monotonic(), time.thread_time()
     try:
-        return run_pass(api, config=config, now=time.time(), started=wall)
+        return run_pass(api, config=config, now=time.time(), started=wall, cache=cache)
     finally:
         # A pass that failed (apiserver down) still completed: liveness is about hangs.
         telemetry.SCALING_LOOP.beat(now=time.monotonic())
