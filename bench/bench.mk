@@ -28,3 +28,7 @@ bench-peers-test: $(PEERS_STAMP) ## the Dynamo planner peer's tests (they need t
 bench-serving: $(STAMP) ## the simulator's serving policy at max replicas on a trace burst, with vs without (< 1 min)
 	$(PY) bench/serving_policy.py
 	$(PY) bench/serving_policy.py --rate-scale 2.5 --interactive-share 0.3
+
+.PHONY: bench-scale
+bench-scale: $(STAMP) cluster-tools prometheus-install ## 1,000 ModelDeployments on one operator (API-only pods): pass time, RSS, API calls/min, soak (SOAK_SECONDS=600; ≈ 25 min)
+	$(PY) bench/scale.py

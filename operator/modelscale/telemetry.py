@@ -41,6 +41,10 @@ LOOP_SECONDS = Histogram(
     "Wall time of one scaling pass over all ModelDeployments",
     buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
 )
+LAST_PASS_SECONDS = Gauge(
+    "modelscale_autoscaler_last_pass_duration_seconds",
+    "Wall time of the last scaling pass (the histogram's buckets are too coarse for p99)",
+)
 LOOP_CPU_SECONDS = Counter(
     "modelscale_autoscaler_loop_cpu_seconds",
     "CPU time spent in scaling passes (thread time)",
@@ -79,6 +83,10 @@ KUBE_THROTTLED_SECONDS = Counter(
     "modelscale_kube_throttled_seconds",
     "Seconds the operator's own client waited for the client-side rate limit (--kube-qps)",
 )
+ASYNCIO_TASKS = Gauge(
+    "modelscale_asyncio_tasks", "asyncio tasks alive on the operator's event loop (kopf's too)"
+)
+THREADS = Gauge("modelscale_threads", "Python threads alive in the operator process")
 QUERIES = Counter("modelscale_prometheus_queries", "Prometheus queries issued")
 QUERY_ERRORS = Counter("modelscale_prometheus_query_errors", "Prometheus queries that failed")
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -50,6 +51,9 @@ async def _every(
     while True:
         wake.clear()
         started = time.monotonic()
+        # Soak figures (bench/scale.py): what the process holds should not grow.
+        telemetry.ASYNCIO_TASKS.set(len(asyncio.all_tasks()))
+        telemetry.THREADS.set(threading.active_count())
         try:
             if leader.holds():
                 # The Kubernetes and Prometheus clients block: keep them off the event loop.

@@ -328,4 +328,5 @@ def timed_pass(
         # A pass that failed (apiserver down) still completed: liveness is about hangs.
         telemetry.SCALING_LOOP.beat(now=time.monotonic())
         telemetry.LOOP_SECONDS.observe(time.monotonic() - wall)
+        telemetry.LAST_PASS_SECONDS.set(time.monotonic() - wall)
         telemetry.LOOP_CPU_SECONDS.inc(time.thread_time() - cpu)
