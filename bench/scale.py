@@ -6,8 +6,9 @@ namespaces, minReplicas 1–3: all but `REAL` (default 3) have their pods on API
 `e2e/harness/kubelet/apionly.py`); the `REAL` ones run the toy Triton. Once every pod the
 ModelDeployments ask for is Ready, it samples the operator for `SOAK_SECONDS` (default
 600) and reports: scaling pass duration (p50/p99/max), operator RSS (peak, first, last),
-Kubernetes API requests per minute by method (the operator's own client counter
-`modelscale_kube_requests_total`; kopf's watches, patches and events are not in it),
+Kubernetes API requests per minute by method by verb and resource (the operator's
+own client counter `modelscale_kube_requests_total`; kopf's watches, patches and events
+are not in it),
 status writes per minute, open TCP connections of the operator, asyncio tasks and
 threads. Results to bench/results/scale.json; docs/scale.md shows them.
 
@@ -204,10 +205,9 @@ def main() -> int:
                 (last["metrics"].get(name, 0) - first["metrics"].get(name, 0)) / minutes, 1
             )
 
-        methods = sorted(
-            {k.split("method=")[1].rstrip("}") for k in last["metrics"]
-             if k.startswith("modelscale_kube_requests_total{")}
-        )  # fmt: skip
+        requests = sorted(
+            k for k in last["metrics"] if k.startswith("modelscale_kube_requests_total{")
+        )
         rss = [s["metrics"]["process_resident_memory_bytes"] / 2**20 for s in samples]
         series = {
             "rss_mib": [round(v, 1) for v in rss],
@@ -237,7 +237,7 @@ def main() -> int:
                 "peak": max(series["rss_mib"]),
             },
             "kube_requests_per_minute": {
-                m: rate(f"modelscale_kube_requests_total{{method={m}}}") for m in methods
+                k.split("{", 1)[1].rstrip("}"): rate(k) for k in requests if rate(k) > 0
             },
             "status_writes_per_minute": rate("modelscale_status_writes_total"),
             "status_writes_skipped_per_minute": rate("modelscale_status_writes_skipped_total"),

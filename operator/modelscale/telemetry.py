@@ -75,9 +75,9 @@ STATUS_WRITES_SKIPPED = Counter(
 )
 KUBE_REQUESTS = Counter(
     "modelscale_kube_requests",
-    "Kubernetes API requests the operator's own client sent, by HTTP method (kopf's watches, "
-    "its patches and events are not counted here)",
-    ["method"],
+    "Kubernetes API requests the operator's own client sent, by the apiserver's verb and "
+    "resource (kopf's watches, its patches and events are not counted here)",
+    ["verb", "resource"],
 )
 KUBE_THROTTLED_SECONDS = Counter(
     "modelscale_kube_throttled_seconds",

@@ -70,6 +70,32 @@ class TokenBucket:
         return wait
 
 
+_VERBS = {"GET": "get", "PUT": "update", "PATCH": "patch", "DELETE": "delete", "POST": "create"}
+
+
+def request_kind(method: str, url: str) -> tuple[str, str]:
+    """The apiserver's (verb, resource) of a request, as `apiserver_request_total` names
+    them: `list` is a GET of a collection, `get` of one object; a subresource reads
+    `pods/status`. Only for counting: anything unexpected is ("other", path)."""
+    path = url.split("://", 1)[-1].split("?", 1)[0]
+    parts = [p for p in path.split("/")[1:] if p]
+    if parts[:1] == ["api"]:
+        rest = parts[2:]
+    elif parts[:1] == ["apis"]:
+        rest = parts[3:]
+    else:
+        return "other", "/" + "/".join(parts)
+    if len(rest) >= 3 and rest[0] == "namespaces":
+        rest = rest[2:]
+    if not rest:
+        return "other", "/" + "/".join(parts)
+    verb = _VERBS.get(method.upper(), method.lower())
+    if len(rest) == 1 and verb == "get":
+        verb = "list"
+    resource = rest[0] if len(rest) < 3 else f"{rest[0]}/{rest[2]}"
+    return verb, resource
+
+
 class ApiClient(client.ApiClient):
     """`kubernetes.client.ApiClient` whose calls without an explicit `_request_timeout`
     get `timeout_seconds`, and wait for `limiter` (when given) before they are sent.
@@ -101,7 +127,8 @@ class ApiClient(client.ApiClient):
     ) -> Any:
         if self.limiter is not None:
             telemetry.KUBE_THROTTLED_SECONDS.inc(self.limiter.take())
-        telemetry.KUBE_REQUESTS.labels(method).inc()
+        verb, resource = request_kind(method, url)
+        telemetry.KUBE_REQUESTS.labels(verb, resource).inc()
         return super().call_api(
             method,
             url,

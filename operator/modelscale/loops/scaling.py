@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from modelscale import podfacts, telemetry
 from modelscale.api.v1alpha1 import ModelDeployment
+from modelscale.autoscaling import recommender
 from modelscale.autoscaling.types import Recommendation
 from modelscale.config import OperatorConfig
 from modelscale.control import scaling
@@ -100,6 +101,31 @@ def _announce(
             message=f"metrics are back; {rec.message}",
             now=now,
         )
+    # Partial data holds a scale-down: say so once when it starts and once when it ends,
+    # not every pass (status says it every pass).
+    partial = rec.reason == METRICS_PARTIAL
+    if partial and previous != METRICS_PARTIAL:
+        events.post(
+            api,
+            involved=involved,
+            type_="Warning",
+            reason=METRICS_PARTIAL,
+            message=rec.message,
+            now=now,
+        )
+    elif not partial and previous == METRICS_PARTIAL:
+        events.post(
+            api,
+            involved=involved,
+            type_="Normal",
+            reason=METRICS_COMPLETE,
+            message=f"metrics are complete again; {rec.message}",
+            now=now,
+        )
+
+
+METRICS_PARTIAL = recommender.METRICS_PARTIAL
+METRICS_COMPLETE = "MetricsComplete"
 
 
 def _count(fetched: batch.Fetched | batch.History) -> None:
@@ -192,6 +218,7 @@ def run_pass(
         if not deleting:
             mds[md.namespace, md.name] = (md, body)
     telemetry.MODELDEPLOYMENTS.set(len(mds))
+    _forget_gone(set(mds))
     if not mds:
         return []
     pods_by_md = view.pods
@@ -247,6 +274,19 @@ def run_pass(
         if outcome is not None:
             outcomes.append(outcome)
     return outcomes
+
+
+# The ModelDeployments the last pass saw. The delete event removes a ModelDeployment's
+# series (handlers.indexes), but a pass that read it just before may set them again:
+# the next pass, which does not see it, removes them for good.
+_LAST_SEEN: set[Key] = set()
+
+
+def _forget_gone(seen: set[Key]) -> None:
+    for namespace, name in _LAST_SEEN - seen:
+        telemetry.forget(namespace=namespace, name=name)
+    _LAST_SEEN.clear()
+    _LAST_SEEN.update(seen)
 
 
 def _report_unfinished(keys: Sequence[Key], *, after: float) -> None:

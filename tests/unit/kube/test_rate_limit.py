@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from modelscale.kube.client import TokenBucket
+from modelscale.kube.client import TokenBucket, request_kind
 
 
 class FakeClock:
@@ -50,3 +50,38 @@ def test_tokens_refill_while_idle_but_not_beyond_burst() -> None:
 def test_bad_settings_say_which_flag(qps: float, burst: int, says: str) -> None:
     with pytest.raises(ValueError, match=says):
         TokenBucket(qps=qps, burst=burst)
+
+
+@pytest.mark.parametrize(
+    ("method", "url", "kind"),
+    [
+        pytest.param(
+            "GET", "https://h:6443/api/v1/pods?labelSelector=x", ("list", "pods"), id="list-all"
+        ),
+        pytest.param("GET", "https://h/api/v1/namespaces/a/pods", ("list", "pods"), id="list-ns"),
+        pytest.param("GET", "https://h/api/v1/namespaces/a/pods/p", ("get", "pods"), id="get"),
+        pytest.param(
+            "PATCH",
+            "https://h/api/v1/namespaces/a/pods/p/status",
+            ("patch", "pods/status"),
+            id="subresource",
+        ),
+        pytest.param("GET", "https://h/api/v1/nodes", ("list", "nodes"), id="cluster-scoped"),
+        pytest.param("GET", "https://h/api/v1/namespaces", ("list", "namespaces"), id="namespaces"),
+        pytest.param(
+            "GET", "https://h/api/v1/namespaces/a", ("get", "namespaces"), id="a-namespace"
+        ),
+        pytest.param(
+            "PATCH",
+            "https://h/apis/modelscale.dev/v1alpha1/namespaces/a/modeldeployments/m/status",
+            ("patch", "modeldeployments/status"),
+            id="custom-status",
+        ),
+        pytest.param(
+            "POST", "https://h/api/v1/namespaces/a/events", ("create", "events"), id="create"
+        ),
+        pytest.param("GET", "https://h/version", ("other", "/version"), id="other"),
+    ],
+)
+def test_request_kind(method: str, url: str, kind: tuple[str, str]) -> None:
+    assert request_kind(method, url) == kind
