@@ -55,12 +55,28 @@ def merge_changes(stored: Any, patch: Any) -> bool:
     return False
 
 
+def without(patch: Mapping[str, Any], paths: Sequence[tuple[str, ...]]) -> dict[str, Any]:
+    """`patch` with the keys at `paths` left out (a copy; `patch` is not changed)."""
+    out = dict(patch)
+    for path in paths:
+        node: dict[str, Any] = out
+        for part in path[:-1]:
+            child = node.get(part)
+            if not isinstance(child, Mapping):
+                break
+            node[part] = node = dict(child)
+        else:
+            node.pop(path[-1], None)
+    return out
+
+
 def patch_status_guarded(
     api: client.ApiClient,
     *,
     body: Mapping[str, Any],
     build: StatusBuilder,
     attempts: int = 3,
+    volatile: Sequence[tuple[str, ...]] = (),
 ) -> bool:
     """Merge-patch the status `build(conditions)` computes from the conditions of the
     object as it was read, only if the object is still at that resourceVersion. A merge
@@ -71,7 +87,9 @@ def patch_status_guarded(
 
     Nothing is sent when the patch would not change the status as read (`merge_changes`):
     at 1,000 ModelDeployments a write per pass per object was most of the operator's
-    calls. Returns whether it wrote."""
+    calls. Nor when it would change only the `volatile` fields (paths of keys below
+    status, such as state that moves with the clock alone): the caller passes them only
+    on passes where it does not want that state written. Returns whether it wrote."""
     meta = body["metadata"]
     namespace, name = meta["namespace"], meta["name"]
     version = meta.get("resourceVersion")
@@ -79,7 +97,7 @@ def patch_status_guarded(
     stored = body.get("status") or {}
     for attempt in range(attempts):
         patch: dict[str, Any] = {"status": to_api(build(existing), patch=True)}
-        if not merge_changes(stored, patch["status"]):
+        if not merge_changes(stored, without(patch["status"], volatile)):
             telemetry.STATUS_WRITES_SKIPPED.inc()
             return False
         if version:

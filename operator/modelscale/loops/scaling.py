@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -276,6 +277,13 @@ def run_pass(
     return outcomes
 
 
+# See `_act`: status fields that change with the clock alone, and how often they are
+# written when nothing else changed (8 passes at the default 15 s; well inside the
+# default 300 s scale-down stabilisation window they carry).
+VOLATILE_STATUS: tuple[tuple[str, ...], ...] = (("autoscaling", "learnedState"),)
+STATE_WRITE_SECONDS = 120.0
+_STATE_WRITTEN: dict[Key, float] = {}
+
 # The ModelDeployments the last pass saw. The delete event removes a ModelDeployment's
 # series (handlers.indexes), but a pass that read it just before may set them again:
 # the next pass, which does not see it, removes them for good.
@@ -285,6 +293,7 @@ _LAST_SEEN: set[Key] = set()
 def _forget_gone(seen: set[Key]) -> None:
     for namespace, name in _LAST_SEEN - seen:
         telemetry.forget(namespace=namespace, name=name)
+        _STATE_WRITTEN.pop((namespace, name), None)
     _LAST_SEEN.clear()
     _LAST_SEEN.update(seen)
 
@@ -331,9 +340,14 @@ def _act(
             log.info("%s/%s: Deployment changed while scaling; deciding again next pass", *key)
             return None
     desired = rec.replicas if md.spec.scaling.mode == "Predictive" else None
-    kube_status.patch_status_guarded(
+    # The policy's learned state moves with every pass (its windows record the time) even
+    # when nothing else does: written with any other change, or on its own at most every
+    # STATE_WRITE_SECONDS. A restart then loses at most that much of the windows.
+    state_due = now - _STATE_WRITTEN.get(key, -math.inf) >= STATE_WRITE_SECONDS
+    wrote = kube_status.patch_status_guarded(
         api,
         body=body,
+        volatile=() if state_due else VOLATILE_STATUS,
         build=lambda conds: scaling.status(
             md,
             obs=obs,
@@ -344,6 +358,8 @@ def _act(
             existing_conditions=conds,
         ),
     )
+    if wrote:
+        _STATE_WRITTEN[key] = now
     _announce(api, body, md, rec, current=current, applied=applied, now=now)
     telemetry.DECISIONS.labels(rec.reason).inc()
     telemetry.DESIRED.labels(*key).set(rec.replicas)

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from modelscale.kube.status import merge_changes
+from modelscale.kube.status import merge_changes, without
 
 STORED: dict[str, Any] = {
     "desiredReplicas": 2,
@@ -39,3 +39,14 @@ def test_merge_changes(patch: dict[str, Any], changes: bool) -> None:
 
 def test_an_object_patch_over_a_non_object_changes_it() -> None:
     assert merge_changes({"autoscaling": "broken"}, {"autoscaling": {"reason": "X"}})
+
+
+def test_volatile_paths_are_left_out_of_the_comparison() -> None:
+    patch = {"autoscaling": {"reason": "MetricsMissing", "learnedState": "{...new...}"}}
+    stored = {"autoscaling": {"reason": "MetricsMissing", "learnedState": "{...old...}"}}
+    assert merge_changes(stored, patch)
+    trimmed = without(patch, [("autoscaling", "learnedState"), ("absent", "key")])
+    assert not merge_changes(stored, trimmed)
+    assert patch["autoscaling"]["learnedState"] == "{...new...}"  # the patch is not changed
+    other = {"autoscaling": {"reason": "MetricsStale", "learnedState": "{...new...}"}}
+    assert merge_changes(stored, without(other, [("autoscaling", "learnedState")]))
