@@ -13,6 +13,7 @@ import logging
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from kubernetes import client
@@ -56,11 +57,18 @@ def children(md: ModelDeployment, *, replicas_: int) -> list[dict[str, Any]]:
     return [deployment.build(md, replicas=replicas_), service.build(md), pdb.build(md)]
 
 
-# What each ModelDeployment's children were when the apiserver last took all of them, as
-# a digest: the all-or-none dry run (one call per child) is needed only when they differ
-# (a new spec, a new replicas count, a new operator version's builders). In memory: a
-# restarted operator dry-runs each ModelDeployment once again.
-_LAST_APPLIED: dict[tuple[str, str], str] = {}
+@dataclass(frozen=True)
+class _Applied:
+    digest: str
+    versions: dict[str, kube_apply.Known]
+
+
+# What each ModelDeployment's children were when the apiserver last took all of them: a
+# digest, since the all-or-none dry run (one call per child) is needed only when they
+# differ (a new spec, a new replicas count, a new operator version's builders), and each
+# child's version, so the apply needs no read to name its outcome. In memory: a restarted
+# operator dry-runs and reads each ModelDeployment's children once again.
+_LAST_APPLIED: dict[tuple[str, str], _Applied] = {}
 
 
 def _digest(objects: Sequence[Mapping[str, Any]]) -> str:
@@ -100,9 +108,17 @@ def converge(
         digest = _digest(desired)
         key = (md.namespace, md.name)
         # Popped first: if this apply fails anywhere, the next one dry-runs again.
-        known = _LAST_APPLIED.pop(key, None) == digest
-        applied_all = kube_apply.apply_all(api, desired, preconditions=guards, dry_run=not known)
-        _LAST_APPLIED[key] = digest
+        last = _LAST_APPLIED.pop(key, None)
+        applied_all = kube_apply.apply_all(
+            api,
+            desired,
+            preconditions=guards,
+            dry_run=last is None or last.digest != digest,
+            known=last.versions if last is not None else None,
+        )
+        _LAST_APPLIED[key] = _Applied(
+            digest=digest, versions={a.kind: a.version for a in applied_all if a.version}
+        )
     except kube_apply.ChildRefusedError as err:
         # Nothing was applied: a half-made set (GPU pods, no Service) is worse than none.
         apply_error = (
