@@ -73,7 +73,11 @@ def md_body(name: str, ns: str, *, min_replicas: int, real: bool) -> dict[str, A
             "server": server,
             "minReplicas": min_replicas,
             "maxReplicas": 4,
-            "warmUp": {"count": 2, "concurrency": 1},
+            "warmUp": {
+                "count": 4,
+                "concurrency": 2,
+                "success": {"stableLastN": 2, "maxLatencyFactor": 3},
+            },
         },
     }
 

@@ -5,7 +5,6 @@ a hand delete."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 
 import pytest
 from kubernetes import client
@@ -20,12 +19,8 @@ pytestmark = pytest.mark.cluster
 
 
 @pytest.fixture(scope="module")
-def ns(installed: None, kube_api: client.ApiClient) -> Iterator[str]:
-    core = client.CoreV1Api(kube_api)
-    name = f"t-known-{uuid.uuid4().hex[:5]}"
-    core.create_namespace({"metadata": {"name": name}})
-    yield name
-    core.delete_namespace(name)
+def ns(installed: None, module_namespace: str) -> str:
+    return module_namespace
 
 
 def test_known_versions_name_every_outcome_without_a_read(
