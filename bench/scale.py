@@ -36,7 +36,6 @@ from prometheus_client.parser import text_string_to_metric_families  # noqa: E40
 from harness import cluster as _cluster  # noqa: E402
 from harness import operator_chart  # noqa: E402
 from harness.kubelet import apionly  # noqa: E402
-from harness.kubelet.common import PODS  # noqa: E402
 
 MODELDEPLOYMENTS = int(os.environ.get("MODELDEPLOYMENTS", "1000"))
 NAMESPACES = int(os.environ.get("NAMESPACES", "10"))
@@ -103,11 +102,12 @@ def connections(pid: int) -> int:
     return n
 
 
-def operator_pid() -> int:
-    found = sorted(PODS.glob(f"{operator_chart.OPERATOR_NAMESPACE}_*/modelscale.pid"))
-    if not found:
-        raise SystemExit("the operator pod's pid file is missing: is it running?")
-    return int(found[-1].read_text().split()[0])
+def operator_pid(pod: Any) -> int:
+    """The operator's process: the harness pod runtime names it in the containerID."""
+    for status in pod.status.container_statuses or ():
+        if (status.container_id or "").startswith("harness://"):
+            return int(status.container_id.removeprefix("harness://"))
+    raise SystemExit(f"the operator pod {pod.metadata.name} names no process: is it running?")
 
 
 def pct(values: list[float], q: float) -> float:
@@ -145,9 +145,13 @@ def main() -> int:
         )  # fmt: skip
         if proc.returncode != 0:
             raise SystemExit(f"helm install failed: {proc.stdout}{proc.stderr}")
-        op = core.list_namespaced_pod(operator_chart.OPERATOR_NAMESPACE).items[0]
+        (op,) = [
+            p
+            for p in core.list_namespaced_pod(operator_chart.OPERATOR_NAMESPACE).items
+            if not p.metadata.deletion_timestamp and p.status.container_statuses
+        ]
         metrics_url = f"http://{op.status.pod_ip}:8080/metrics"
-        pid = operator_pid()
+        pid = operator_pid(op)
         want = 0
         created = time.monotonic()
         namespaces = [f"scale-{i}" for i in range(NAMESPACES)]

@@ -63,6 +63,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="requests the operator's own client may send at once above --kube-qps",
     )
     parser.add_argument(
+        "--resync-qps",
+        type=_positive_rate,
+        default=kube_client.DEFAULT_RESYNC_QPS,
+        help="requests per second the periodic resync may send (its own limit, on top of "
+        "--kube-qps, so repairing drift never delays scaling or warm-up)",
+    )
+    parser.add_argument(
         "--prometheus-allowed-url",
         action="append",
         default=[],
@@ -241,9 +248,17 @@ def main(argv: list[str]) -> int:
         kube_client.load(timeout_seconds=args.kube_timeout, limiter=limiter),
         fence=leadership.holds,
     )
+    resync_limiter = kube_client.TokenBucket(
+        qps=args.resync_qps, burst=max(1, math.ceil(args.resync_qps))
+    )
+    resync_api = lease.fence_writes(
+        kube_client.load(timeout_seconds=args.kube_timeout, limiter=resync_limiter),
+        fence=leadership.holds,
+    )
     shared = runtime.Runtime(
         config=operator_config(args),
         api=api,
+        resync_api=resync_api,
         warmup=WarmupRunner(api, leader=leadership),
         leader=leadership,
     )

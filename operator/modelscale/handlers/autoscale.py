@@ -104,7 +104,7 @@ async def autoscaler_start(memo: kopf.Memo, **kwargs: Any) -> None:
                 config.resync_interval,
                 "resync",
                 lambda: reconcile.resync_all(
-                    rt.api, config=config, now=time.time(), cache=rt.cache
+                    rt.resync_api or rt.api, config=config, now=time.time(), cache=rt.cache
                 ),
                 leader=rt.leader,
                 wake=wake_resync,
