@@ -51,6 +51,7 @@ class Known:
 
     resource_version: str
     uid: str
+    generation: int | None = None
 
 
 @dataclass(frozen=True)
@@ -144,7 +145,12 @@ def _outcome(
         outcome = Outcome.UPDATED
     log.info("%s %s/%s %s", kind, desired["metadata"]["namespace"], name, outcome)
     version = _resource_version(after)
-    known = Known(resource_version=version, uid=str(uid)) if version and uid else None
+    generation = getattr(meta, "generation", None)
+    known = (
+        Known(resource_version=version, uid=str(uid), generation=generation)
+        if version and uid
+        else None
+    )
     return Applied(kind=kind, name=name, outcome=outcome, version=known)
 
 

@@ -77,6 +77,13 @@ class Cache:
             return None
         return [body for bodies in _snapshot(self._modeldeployments).values() for body in bodies]
 
+    def modeldeployment(self, key: Key) -> dict[str, Any] | None:
+        """One ModelDeployment's body as last seen; None when absent or not synced."""
+        if not self.ready() or self._modeldeployments is None:
+            return None
+        bodies = list(self._modeldeployments.get(key) or ())
+        return bodies[-1] if bodies else None
+
     def running(self) -> dict[Key, Running] | None:
         """What each ModelDeployment's Deployment runs (None: not synced yet)."""
         if not self.ready() or self._running is None:

@@ -81,33 +81,27 @@ def forget(key: tuple[str, str]) -> None:
     _LAST_APPLIED.pop(key, None)
 
 
-def converge(
+def _apply_children(
     api: client.ApiClient,
     md: ModelDeployment,
-    body: Mapping[str, Any],
     *,
+    involved: dict[str, Any],
+    replicas_: int,
+    current: kube_apply.Running | None,
     now: float,
-    cache: Cache | None = None,
-) -> None:
-    """Apply the children, then write the status once."""
-    involved = dict(body)
-    current = kube_apply.read_deployment(api, namespace=md.namespace, name=names.deployment(md))
-    choice = replicas.choose(
-        md.spec,
-        status_desired=md.status.desired_replicas if md.status else None,
-        running=current.replicas if current else None,
-    )
-    apply_error = None
+) -> tuple[list[kube_apply.Applied], str | None]:
+    """Apply the control key's Secret and the children, all or none: what was applied,
+    and why nothing was (None: applied)."""
+    key = (md.namespace, md.name)
     # The Deployment's replicas were decided from what was read: apply only if nobody (the
     # scaling loop) changed it since, or we would undo their scale.
     guards = {"Deployment": current.resource_version} if current else {}
     try:
         # The control key's Secret first: the pods cannot start without it.
         secret = control_key.desired_secret(api, md)
-        desired = [secret, *children(md, replicas_=choice.replicas)]
+        desired = [secret, *children(md, replicas_=replicas_)]
         digest = _digest(desired)
-        key = (md.namespace, md.name)
-        # Popped first: if this apply fails anywhere, the next one dry-runs again.
+        # Popped first: if this apply fails anywhere, the next one dry-runs and reads again.
         last = _LAST_APPLIED.pop(key, None)
         applied_all = kube_apply.apply_all(
             api,
@@ -125,7 +119,6 @@ def converge(
             f"the apiserver refused the {err.kind} {err.name} built from this spec, so no "
             f"child was applied: {err.reason:.500}"
         )
-        applied_all = []
         events.post(
             api,
             involved=involved,
@@ -134,10 +127,49 @@ def converge(
             message=apply_error,
             now=now,
         )
+        return [], apply_error
     except ApiException as err:
         if err.status == 409:
             raise RetryError("the Deployment changed while reconciling", delay=1) from err
         raise RetryError(f"applying children failed: {err.reason}", delay=10) from err
+    return applied_all, None
+
+
+def converge(
+    api: client.ApiClient,
+    md: ModelDeployment,
+    body: Mapping[str, Any],
+    *,
+    now: float,
+    cache: Cache | None = None,
+    child_generation: int | None = None,
+) -> None:
+    """Apply the children, then write the status once. `child_generation`: the
+    generation of the child Deployment whose event this pass answers; when it is the one
+    our last apply left, only its status moved (a pod became ready, ...): the children are
+    as we applied them, so only the status is refreshed. During a rollout of 1,000
+    ModelDeployments, re-applying every child on every Deployment status change was
+    most of the operator's calls."""
+    involved = dict(body)
+    key = (md.namespace, md.name)
+    last = _LAST_APPLIED.get(key)
+    ours = last.versions.get("Deployment") if last is not None else None
+    status_only = (
+        child_generation is not None and ours is not None and ours.generation == child_generation
+    )
+    current = kube_apply.read_deployment(api, namespace=md.namespace, name=names.deployment(md))
+    choice = replicas.choose(
+        md.spec,
+        status_desired=md.status.desired_replicas if md.status else None,
+        running=current.replicas if current else None,
+    )
+    applied_all, apply_error = (
+        ([], None)
+        if status_only
+        else _apply_children(
+            api, md, involved=involved, replicas_=choice.replicas, current=current, now=now
+        )
+    )
     for applied in applied_all:
         if applied.outcome is not kube_apply.Outcome.UNCHANGED:
             events.post(
@@ -237,10 +269,12 @@ def reconcile(
     now: float,
     allow_privileged: bool = False,
     cache: Cache | None = None,
+    child_generation: int | None = None,
 ) -> None:
     """Reconcile one ModelDeployment body. Raises InvalidSpecError (after reporting it in
     status) or RetryError. A spec whose pods would break Pod Security `restricted` is
-    refused (nothing applied) unless `allow_privileged` (the operator's flag)."""
+    refused (nothing applied) unless `allow_privileged` (the operator's flag).
+    `child_generation`: see `converge`."""
     if body.get("metadata", {}).get("deletionTimestamp"):
         # Being deleted (foreground deletion lingers): recreating children would bring GPU
         # pods back and block the deletion.
@@ -256,7 +290,7 @@ def reconcile(
         raise InvalidSpecError(refused)
     try:
         with _PASSES.hold((md.namespace, md.name)):
-            converge(api, md, body, now=now, cache=cache)
+            converge(api, md, body, now=now, cache=cache, child_generation=child_generation)
     except ApiException as err:
         raise RetryError(f"Kubernetes API error: {err.status} {err.reason}", delay=10) from err
 

@@ -47,3 +47,12 @@ def test_snapshots_are_copies_and_skip_empty_keys() -> None:
     assert cache.pods_of(("ns", "zzz")) == []
     assert cache.running() == {("ns", "a"): Running(replicas=2, resource_version="7")}
     assert cache.modeldeployments() == [{"metadata": {"name": "a"}}]
+
+
+def test_one_modeldeployment_by_key() -> None:
+    cache = Cache()
+    cache.attach(pods={}, modeldeployments={("ns", "a"): [{"v": 1}]}, running={})
+    assert cache.modeldeployment(("ns", "a")) is None  # not synced
+    cache.synced.set()
+    assert cache.modeldeployment(("ns", "a")) == {"v": 1}
+    assert cache.modeldeployment(("ns", "b")) is None
