@@ -10,7 +10,7 @@ import hashlib
 import logging
 import math
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import kopf
 import prometheus_client
@@ -49,26 +49,31 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         default=kube_client.DEFAULT_TIMEOUT_SECONDS,
         help="seconds one Kubernetes API call may take (the operator's and kopf's own)",
     )
-    parser.add_argument(
-        "--kube-qps",
-        type=_positive_rate,
-        default=kube_client.DEFAULT_QPS,
-        help="Kubernetes API requests per second the operator's own client may send on "
-        "average (client-go's --kube-api-qps); the leader Lease is not limited",
+    # The client-side rate limits (token buckets, as client-go's --kube-api-qps/-burst).
+    limits: tuple[tuple[str, Callable[[str], float], float, str], ...] = (
+        (
+            "--kube-qps",
+            _positive_rate,
+            kube_client.DEFAULT_QPS,
+            "Kubernetes API requests per second the operator's own client may send on "
+            "average; the leader Lease is not limited",
+        ),
+        (
+            "--kube-burst",
+            _at_least_one,
+            kube_client.DEFAULT_BURST,
+            "requests the operator's own client may send at once above --kube-qps",
+        ),
+        (
+            "--resync-qps",
+            _positive_rate,
+            kube_client.DEFAULT_RESYNC_QPS,
+            "requests per second the periodic resync may send (its own limit, on top of "
+            "--kube-qps, so repairing drift never delays scaling or warm-up)",
+        ),
     )
-    parser.add_argument(
-        "--kube-burst",
-        type=_at_least_one,
-        default=kube_client.DEFAULT_BURST,
-        help="requests the operator's own client may send at once above --kube-qps",
-    )
-    parser.add_argument(
-        "--resync-qps",
-        type=_positive_rate,
-        default=kube_client.DEFAULT_RESYNC_QPS,
-        help="requests per second the periodic resync may send (its own limit, on top of "
-        "--kube-qps, so repairing drift never delays scaling or warm-up)",
-    )
+    for flag, kind, default, text in limits:
+        parser.add_argument(flag, type=kind, default=default, help=text)
     parser.add_argument(
         "--prometheus-allowed-url",
         action="append",
