@@ -1,10 +1,12 @@
 """One scaling pass over all ModelDeployments.
 
-Per pass the cost is constant in the number of ModelDeployments: one list of
-ModelDeployments, one of their pods, one of their Deployments, and one Prometheus query
-per signal (per Prometheus URL and backend preset). Each pod is read once
-(`podfacts.read`). Per ModelDeployment it writes only when something changed: the
-Deployment's replicas on a scale, and one status patch."""
+Per pass the API cost is constant in the number of ModelDeployments: ModelDeployments,
+their pods (as `PodFacts`) and their Deployments come from the watch caches
+(`kube.cache`), so the only list is the nodes'; Prometheus gets one query per signal (per
+Prometheus URL and backend preset). Per ModelDeployment it writes only when something
+changed: the Deployment's replicas on a scale, and a status patch only when the status
+would change (the policy's clock-driven learned state at most every
+`STATE_WRITE_SECONDS`)."""
 
 from __future__ import annotations
 
