@@ -76,13 +76,13 @@ class ApiOnlyPods:
     def owns(self, node_name: str | None) -> bool:
         if not node_name:
             return False
-        if node_name not in self.nodes:
-            # A pod on a node not seen yet: list again, unless this name was just looked for
-            # (a pod event dropped here would leave the pod Pending until its next event).
-            if time.monotonic() - self._missed.get(node_name, -1e9) > 1.0:
-                self.refresh_nodes()
-                if node_name not in self.nodes:
-                    self._missed[node_name] = time.monotonic()
+        # A pod on a node not seen yet: list again, unless this name was just looked for
+        # (a pod event dropped here would leave the pod Pending until its next event).
+        recently_missed = time.monotonic() - self._missed.get(node_name, -1e9) <= 1.0
+        if node_name not in self.nodes and not recently_missed:
+            self.refresh_nodes()
+            if node_name not in self.nodes:
+                self._missed[node_name] = time.monotonic()
         return node_name in self.nodes
 
     def refresh_nodes(self) -> list[str]:
