@@ -126,6 +126,20 @@ def connections(pid: int) -> int:
     return n
 
 
+def wait_for_operator(core: Any) -> Any:
+    """The operator pod once Ready (helm's --wait passes at once with one replica and a
+    maxUnavailable of 1)."""
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        for pod in core.list_namespaced_pod(operator_chart.OPERATOR_NAMESPACE).items:
+            conditions = pod.status.conditions or ()
+            ready = any(c.type == "Ready" and c.status == "True" for c in conditions)
+            if ready and not pod.metadata.deletion_timestamp:
+                return pod
+        time.sleep(2)
+    raise SystemExit("the operator pod was not Ready within 180 s")
+
+
 def operator_pid(pod: Any) -> int:
     """The operator's process: the harness pod runtime names it in the containerID."""
     for status in pod.status.container_statuses or ():
@@ -169,11 +183,7 @@ def main() -> int:
         )  # fmt: skip
         if proc.returncode != 0:
             raise SystemExit(f"helm install failed: {proc.stdout}{proc.stderr}")
-        (op,) = [
-            p
-            for p in core.list_namespaced_pod(operator_chart.OPERATOR_NAMESPACE).items
-            if not p.metadata.deletion_timestamp and p.status.container_statuses
-        ]
+        op = wait_for_operator(core)
         metrics_url = f"http://{op.status.pod_ip}:8080/metrics"
         pid = operator_pid(op)
         want = 0
