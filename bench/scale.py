@@ -42,6 +42,7 @@ MODELDEPLOYMENTS = int(os.environ.get("MODELDEPLOYMENTS", "1000"))
 NAMESPACES = int(os.environ.get("NAMESPACES", "10"))
 REAL = int(os.environ.get("REAL", "3"))
 SOAK_SECONDS = float(os.environ.get("SOAK_SECONDS", "600"))
+CONVERGE_SECONDS = float(os.environ.get("CONVERGE_SECONDS", "1800"))
 SAMPLE_SECONDS = 5.0
 INTERVAL = 15  # the chart's default scaling interval
 BULK_NODES = 4
@@ -210,7 +211,8 @@ def main() -> int:
                     raise
         log(f"created {MODELDEPLOYMENTS} ModelDeployments in {time.monotonic() - created:.0f} s")
         samples: list[dict[str, Any]] = []
-        deadline = time.monotonic() + 1800
+        deadline = time.monotonic() + CONVERGE_SECONDS
+        converged_all = True
         while True:
             pods = core.list_pod_for_all_namespaces(label_selector="modelscale.dev/modeldeployment")
             ready = sum(
@@ -223,7 +225,10 @@ def main() -> int:
             if ready >= want:
                 break
             if time.monotonic() > deadline:
-                raise SystemExit(f"not converged after 30 min: {ready}/{want} pods Ready")
+                # Measured anyway, and said so: a lock slot is too short to wait longer.
+                log(f"not converged after {CONVERGE_SECONDS:.0f} s: {ready}/{want} pods Ready")
+                converged_all = False
+                break
             time.sleep(10)
         converged = time.monotonic() - created
         log(f"converged in {converged:.0f} s; soaking {SOAK_SECONDS:.0f} s")
@@ -279,6 +284,7 @@ def main() -> int:
             "scaling_interval_seconds": INTERVAL,
             "soak_seconds": SOAK_SECONDS,
             "converged_seconds": round(converged),
+            "converged": converged_all,
             "pass_seconds": {
                 "passes": len(passes),
                 "p50": round(statistics.median(passes), 2) if passes else None,
