@@ -314,6 +314,7 @@ def main() -> int:
         RESULTS.write_text(json.dumps(result, indent=1) + "\n")
         summary = {k: v for k, v in result.items() if k != "series"}
         print(json.dumps(summary, indent=1))
+        print(table(result))
         for key in ("connections", "asyncio_tasks", "threads", "open_fds"):
             vals = series[key]
             print(f"{key}: first {vals[0]} last {vals[-1]} max {max(vals)}")
@@ -327,5 +328,50 @@ def main() -> int:
     return 0
 
 
+def table(result: dict[str, Any]) -> str:
+    """The docs/scale.md table of one result."""
+    p, rss, series = result["pass_seconds"], result["rss_mib"], result["series"]
+
+    def over_time(key: str) -> str:
+        vals = series[key]
+        return f"{vals[0]:g} → {vals[-1]:g} (max {max(vals):g})"
+
+    requests = result["kube_requests_per_minute"]
+    total = sum(requests.values())
+    top = ", ".join(f"{k.replace('resource=', '').replace(',verb=', ' ')} {v:g}"
+                    for k, v in sorted(requests.items(), key=lambda kv: -kv[1])[:6])  # fmt: skip
+    api = result.get("apiserver_requests_per_minute", {})
+    api_top = ", ".join(f"{k} {v:g}" for k, v in sorted(api.items(), key=lambda kv: -kv[1])[:6])
+    mds, real, pods = result["modeldeployments"], result["real"], result["pods"]
+    converged = f"{result['converged_seconds']} s"
+    if not result.get("converged", True):
+        converged += " (NOT all pods Ready)"
+    writes = result["status_writes_per_minute"]
+    skipped = result["status_writes_skipped_per_minute"]
+    rows = [
+        ("ModelDeployments (real) / pods", f"{mds} ({real}) / {pods}"),
+        ("converged (all pods Ready)", converged),
+        ("soak", f"{result['soak_seconds']:.0f} s, {p['passes']} passes"),
+        ("scaling pass p50 / p99 / max", f"{p['p50']} / {p['p99']} / {p['max']} s"),
+        (
+            "operator RSS first → last (peak)",
+            f"{rss['first']} → {rss['last']} MiB (peak {rss['peak']})",
+        ),
+        ("operator client requests/min", f"{total:.0f}: {top}"),
+        ("apiserver requests/min, all clients", api_top or "—"),
+        ("status writes/min (skipped/min)", f"{writes} ({skipped})"),
+        ("open TCP connections", over_time("connections")),
+        ("asyncio tasks", over_time("asyncio_tasks")),
+        ("threads", over_time("threads")),
+        ("open fds", over_time("open_fds")),
+    ]
+    lines = ["| figure | value |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows]
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["table"]:  # python bench/scale.py table [results.json]
+        path = pathlib.Path(sys.argv[2]) if len(sys.argv) > 2 else RESULTS
+        print(table(json.loads(path.read_text())))
+        raise SystemExit(0)
     raise SystemExit(main())
