@@ -37,6 +37,7 @@ from harness import cluster as _cluster  # noqa: E402
 from harness import operator_chart  # noqa: E402
 from harness.kubectl import Kubectl  # noqa: E402
 from harness.kubelet import apionly  # noqa: E402
+from harness.kubelet.common import PODS  # noqa: E402
 
 MODELDEPLOYMENTS = int(os.environ.get("MODELDEPLOYMENTS", "1000"))
 NAMESPACES = int(os.environ.get("NAMESPACES", "10"))
@@ -141,12 +142,21 @@ def wait_for_operator(core: Any) -> Any:
     raise SystemExit("the operator pod was not Ready within 180 s")
 
 
-def operator_pid(pod: Any) -> int:
-    """The operator's process: the harness pod runtime names it in the containerID."""
-    for status in pod.status.container_statuses or ():
-        if (status.container_id or "").startswith("harness://"):
-            return int(status.container_id.removeprefix("harness://"))
-    raise SystemExit(f"the operator pod {pod.metadata.name} names no process: is it running?")
+def operator_pid(core: Any, pod: Any) -> int:
+    """The operator's process: the harness pod runtime names it in the containerID (and
+    in the pod directory's pid file); polled, the status may lag the Ready condition."""
+    name = pod.metadata.name
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        fresh = core.read_namespaced_pod(name, operator_chart.OPERATOR_NAMESPACE)
+        for status in fresh.status.container_statuses or ():
+            if (status.container_id or "").startswith("harness://"):
+                return int(status.container_id.removeprefix("harness://"))
+        for pid_file in PODS.glob(f"{operator_chart.OPERATOR_NAMESPACE}_{name}_*/*.pid"):
+            return int(pid_file.read_text().split()[0])
+        time.sleep(2)
+    statuses = [(s.name, s.container_id, s.ready) for s in fresh.status.container_statuses or ()]
+    raise SystemExit(f"the operator pod {name} names no process after 60 s: {statuses}")
 
 
 def pct(values: list[float], q: float) -> float:
@@ -186,7 +196,7 @@ def main() -> int:
             raise SystemExit(f"helm install failed: {proc.stdout}{proc.stderr}")
         op = wait_for_operator(core)
         metrics_url = f"http://{op.status.pod_ip}:8080/metrics"
-        pid = operator_pid(op)
+        pid = operator_pid(core, op)
         want = 0
         created = time.monotonic()
         namespaces = [f"scale-{i}" for i in range(NAMESPACES)]
