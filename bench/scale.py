@@ -37,7 +37,7 @@ from harness import cluster as _cluster  # noqa: E402
 from harness import operator_chart  # noqa: E402
 from harness.kubectl import Kubectl  # noqa: E402
 from harness.kubelet import apionly  # noqa: E402
-from harness.kubelet.common import PODS  # noqa: E402
+from harness.kubelet.common import POD_LOGS, PODS  # noqa: E402
 
 MODELDEPLOYMENTS = int(os.environ.get("MODELDEPLOYMENTS", "1000"))
 NAMESPACES = int(os.environ.get("NAMESPACES", "10"))
@@ -156,7 +156,9 @@ def operator_pid(core: Any, pod: Any) -> int:
             return int(pid_file.read_text().split()[0])
         time.sleep(2)
     statuses = [(s.name, s.container_id, s.ready) for s in fresh.status.container_statuses or ()]
-    raise SystemExit(f"the operator pod {name} names no process after 60 s: {statuses}")
+    logs = sorted(POD_LOGS.glob(f"{operator_chart.OPERATOR_NAMESPACE}_{name}_*.log"))
+    tail = logs[-1].read_text()[-3000:] if logs else "(no log)"
+    raise SystemExit(f"the operator pod {name} names no process after 60 s: {statuses}\n{tail}")
 
 
 def pct(values: list[float], q: float) -> float:
