@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 
 import kopf
 import prometheus_client
+from kubernetes import client
 
 from modelscale import leader
 from modelscale.config import DEFAULT_PROMETHEUS_URL, OperatorConfig
@@ -246,25 +247,26 @@ def main(argv: list[str]) -> int:
         if args.leader_election
         else leader.Leadership.standalone()
     )
-    # Every write the operator makes goes through this client, and it refuses them while
-    # this replica does not hold a valid lease (the Lease itself uses `lease_api`).
-    limiter = kube_client.TokenBucket(qps=args.kube_qps, burst=args.kube_burst)
-    api = lease.fence_writes(
-        kube_client.load(timeout_seconds=args.kube_timeout, limiter=limiter),
-        fence=leadership.holds,
-    )
-    resync_limiter = kube_client.TokenBucket(
-        qps=args.resync_qps, burst=max(1, math.ceil(args.resync_qps))
-    )
-    resync_api = lease.fence_writes(
-        kube_client.load(timeout_seconds=args.kube_timeout, limiter=resync_limiter),
-        fence=leadership.holds,
-    )
+
+    # Every write the operator makes goes through these clients, and they refuse them while
+    # this replica does not hold a valid lease (the Lease itself uses `lease_api`). Three
+    # budgets, so bulk work cannot starve what is on the traffic path: the reconcile
+    # handlers (a thousand new ModelDeployments) and the scaling pass with the warm-up
+    # each get --kube-qps/--kube-burst, the periodic resync --resync-qps.
+    def fenced(qps: float, burst: int) -> client.ApiClient:
+        limiter = kube_client.TokenBucket(qps=qps, burst=burst)
+        return lease.fence_writes(
+            kube_client.load(timeout_seconds=args.kube_timeout, limiter=limiter),
+            fence=leadership.holds,
+        )
+
+    loops_api = fenced(args.kube_qps, args.kube_burst)
     shared = runtime.Runtime(
         config=operator_config(args),
-        api=api,
-        resync_api=resync_api,
-        warmup=WarmupRunner(api, leader=leadership),
+        api=fenced(args.kube_qps, args.kube_burst),
+        loops_api=loops_api,
+        resync_api=fenced(args.resync_qps, max(1, math.ceil(args.resync_qps))),
+        warmup=WarmupRunner(loops_api, leader=leadership),
         leader=leadership,
     )
 

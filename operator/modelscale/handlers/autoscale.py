@@ -89,7 +89,7 @@ async def autoscaler_start(memo: kopf.Memo, **kwargs: Any) -> None:
             _every(
                 config.autoscale_interval,
                 "scaling pass",
-                lambda: scaling.timed_pass(rt.api, config=config, cache=rt.cache),
+                lambda: scaling.timed_pass(rt.loops_api or rt.api, config=config, cache=rt.cache),
                 leader=rt.leader,
                 wake=wake_scaling,
                 # A follower is alive without passes: its tick is the liveness heartbeat.
@@ -116,7 +116,9 @@ async def autoscaler_start(memo: kopf.Memo, **kwargs: Any) -> None:
             _every(
                 min(BREAKER_INTERVAL_SECONDS, config.autoscale_interval),
                 "circuit breaker pass",
-                lambda: breaker.run_pass(rt.api, config=config, now=time.time(), cache=rt.cache),
+                lambda: breaker.run_pass(
+                    rt.loops_api or rt.api, config=config, now=time.time(), cache=rt.cache
+                ),
                 leader=rt.leader,
                 wake=asyncio.Event(),
             ),

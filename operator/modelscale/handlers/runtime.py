@@ -24,6 +24,8 @@ class Runtime:
     warmup: WarmupRunner
     leader: Leadership = dataclasses.field(default_factory=Leadership.standalone)
     """Who acts: only the replica holding the lease writes (`modelscale.leader`)."""
+    loops_api: client.ApiClient | None = None
+    """The scaling and breaker passes' client (their own rate limit); None: `api`."""
     resync_api: client.ApiClient | None = None
     """The periodic resync's client (its own rate limit); None: `api`."""
     cache: Cache = dataclasses.field(default_factory=Cache)
