@@ -11,8 +11,8 @@ would change (the policy's clock-driven learned state at most every
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
-import math
 import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -286,6 +286,13 @@ VOLATILE_STATUS: tuple[tuple[str, ...], ...] = (("autoscaling", "learnedState"),
 STATE_WRITE_SECONDS = 120.0
 _STATE_WRITTEN: dict[Key, float] = {}
 
+
+def _spread(key: Key) -> float:
+    """A stable fraction in [0, 1) for `key` (not `hash()`: that changes per process)."""
+    digest = hashlib.blake2b(f"{key[0]}/{key[1]}".encode(), digest_size=4).digest()
+    return int.from_bytes(digest, "big") / 2**32
+
+
 # The ModelDeployments the last pass saw. The delete event removes a ModelDeployment's
 # series (handlers.indexes), but a pass that read it just before may set them again:
 # the next pass, which does not see it, removes them for good.
@@ -345,7 +352,11 @@ def _act(
     # The policy's learned state moves with every pass (its windows record the time) even
     # when nothing else does: written with any other change, or on its own at most every
     # STATE_WRITE_SECONDS. A restart then loses at most that much of the windows.
-    state_due = now - _STATE_WRITTEN.get(key, -math.inf) >= STATE_WRITE_SECONDS
+    # A ModelDeployment not written since this process started counts as written a
+    # fraction of the period ago, spread by its name: after a restart the first writes of
+    # 1,000 learned states are spread over the period, not all sent in one pass.
+    written = _STATE_WRITTEN.setdefault(key, now - _spread(key) * STATE_WRITE_SECONDS)
+    state_due = now - written >= STATE_WRITE_SECONDS
     wrote = kube_status.patch_status_guarded(
         api,
         body=body,
