@@ -66,6 +66,7 @@ def md_body(name: str, ns: str, *, min_replicas: int, real: bool) -> dict[str, A
         server["env"] = [{"name": "TOY_LLM_LOAD_DELAY_S", "value": "0.5"}]
     else:
         server["nodeSelector"] = {apionly.LABEL: "true"}
+        server["tolerations"] = [apionly.TOLERATION]
     return {
         "apiVersion": "modelscale.dev/v1alpha1",
         "kind": "ModelDeployment",

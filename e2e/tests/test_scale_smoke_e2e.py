@@ -72,7 +72,12 @@ def fleet(operator: str, bulk_nodes: None, kubectl: Kubectl, module_namespace: s
     for i in range(COUNT):
         spec = {
             "model": toy_model("python"),
-            "server": {"image": TRITON_IMAGE, "gpus": 1, "nodeSelector": {apionly.LABEL: "true"}},
+            "server": {
+                "image": TRITON_IMAGE,
+                "gpus": 1,
+                "nodeSelector": {apionly.LABEL: "true"},
+                "tolerations": [apionly.TOLERATION],
+            },
             "minReplicas": 1,
             "maxReplicas": 2,
         }

@@ -30,6 +30,8 @@ log = logging.getLogger("harness.kubelet")
 LABEL = "modelscale.dev/api-only-node"
 IP_RANGE = ipaddress.ip_network("198.19.0.0/16")
 GATE = "modelscale.dev/warmed-up"
+# What a pod spec needs to run on API-only nodes.
+TOLERATION = {"key": LABEL, "operator": "Equal", "value": "true", "effect": "NoSchedule"}
 LIST_PERIOD = 5.0
 
 
@@ -41,7 +43,9 @@ def node_body(name: str, *, zone: str, gpus: int = 1000, pods: int = 2000) -> di
         LABEL: "true",
         "nvidia.com/gpu.count": str(gpus),
     }
-    body["spec"] = {}
+    # Tainted: only pods that ask for API-only nodes land there (the operator itself, or
+    # another test's pods, scheduled here would silently run no process).
+    body["spec"] = {"taints": [{"key": LABEL, "value": "true", "effect": "NoSchedule"}]}
     resources = {
         "cpu": "10000",
         "memory": "10000Gi",
