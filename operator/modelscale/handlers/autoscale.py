@@ -10,6 +10,7 @@ failover time to the next scaling pass."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
 import threading
@@ -28,6 +29,10 @@ from modelscale.loops import breaker, reconcile, scaling
 log = logging.getLogger(__name__)
 
 LOOPS = "modelscale-loops"
+# One thread per periodic loop (scaling, resync, breaker).
+LOOP_THREADS = concurrent.futures.ThreadPoolExecutor(
+    max_workers=3, thread_name_prefix="modelscale-loop"
+)
 # The circuit breaker looks more often than the scaler: a sick pod should leave traffic
 # within seconds.
 BREAKER_INTERVAL_SECONDS = 5.0
@@ -56,8 +61,11 @@ async def _every(
         telemetry.THREADS.set(threading.active_count())
         try:
             if leader.holds():
-                # The Kubernetes and Prometheus clients block: keep them off the event loop.
-                await asyncio.to_thread(work)
+                # The Kubernetes and Prometheus clients block: keep them off the event loop,
+                # in threads of their own: asyncio's default pool is where the create and
+                # resume handlers reconcile, and behind a thousand of those the scaling
+                # pass did not start for minutes (the liveness probe then failed).
+                await asyncio.get_running_loop().run_in_executor(LOOP_THREADS, work)
             else:
                 idle()
         except NotLeaderError as err:
