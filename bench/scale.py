@@ -264,8 +264,15 @@ def main() -> int:
                     if prev is not None and count > prev[1]:
                         passes.append((total - prev[0]) / (count - prev[1]))
                     prev = (total, count)
-            samples.append({"t": round(time.monotonic() - start, 1), "metrics": m,
-                            "connections": connections(pid)})  # fmt: skip
+            pid = operator_pid(core, op) if not os.path.exists(f"/proc/{pid}") else pid
+            samples.append(
+                {
+                    "t": round(time.monotonic() - start, 1),
+                    "metrics": m,
+                    "connections": connections(pid),
+                }
+            )
+
             time.sleep(SAMPLE_SECONDS)
         api_after = apiserver_requests(kubectl)
         api_minutes = (time.monotonic() - start) / 60
@@ -288,6 +295,10 @@ def main() -> int:
             "threads": [s["metrics"].get("modelscale_threads", 0) for s in samples],
             "open_fds": [s["metrics"].get("process_open_fds", 0) for s in samples],
             "t": [s["t"] for s in samples],
+            "status_writes": [
+                s["metrics"].get("modelscale_status_writes_total", 0) for s in samples
+            ],
+            "passes": passes,
         }
         result = {
             "modeldeployments": MODELDEPLOYMENTS,
