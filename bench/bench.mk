@@ -32,3 +32,7 @@ bench-serving: $(STAMP) ## the simulator's serving policy at max replicas on a t
 .PHONY: bench-live
 bench-live: $(STAMP) cluster-tools keda-tools prometheus-install ## modelscale vs the real KEDA and HPA on the local cluster: 5 policies on the same trace segments (~20 min)
 	$(PY) bench/live.py
+
+.PHONY: bench-scale
+bench-scale: $(STAMP) cluster-tools prometheus-install ## 1,000 ModelDeployments on one operator (API-only pods): pass time, RSS, API calls/min, soak (SOAK_SECONDS=600; ≈ 25 min)
+	$(PY) bench/scale.py

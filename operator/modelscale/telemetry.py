@@ -41,6 +41,10 @@ LOOP_SECONDS = Histogram(
     "Wall time of one scaling pass over all ModelDeployments",
     buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
 )
+LAST_PASS_SECONDS = Gauge(
+    "modelscale_autoscaler_last_pass_duration_seconds",
+    "Wall time of the last scaling pass (the histogram's buckets are too coarse for p99)",
+)
 LOOP_CPU_SECONDS = Counter(
     "modelscale_autoscaler_loop_cpu_seconds",
     "CPU time spent in scaling passes (thread time)",
@@ -62,6 +66,27 @@ METRICS_PROBLEMS = _per_deployment_gauge(
 MODELDEPLOYMENTS = Gauge(
     "modelscale_autoscaler_modeldeployments", "ModelDeployments seen by the last pass"
 )
+STATUS_WRITES = Counter(
+    "modelscale_status_writes", "ModelDeployment status patches sent (scaling and reconcile)"
+)
+STATUS_WRITES_SKIPPED = Counter(
+    "modelscale_status_writes_skipped",
+    "ModelDeployment status patches not sent because they would not change the status",
+)
+KUBE_REQUESTS = Counter(
+    "modelscale_kube_requests",
+    "Kubernetes API requests the operator's own client sent, by the apiserver's verb and "
+    "resource (kopf's watches, its patches and events are not counted here)",
+    ["verb", "resource"],
+)
+KUBE_THROTTLED_SECONDS = Counter(
+    "modelscale_kube_throttled_seconds",
+    "Seconds the operator's own client waited for the client-side rate limit (--kube-qps)",
+)
+ASYNCIO_TASKS = Gauge(
+    "modelscale_asyncio_tasks", "asyncio tasks alive on the operator's event loop (kopf's too)"
+)
+THREADS = Gauge("modelscale_threads", "Python threads alive in the operator process")
 QUERIES = Counter("modelscale_prometheus_queries", "Prometheus queries issued")
 QUERY_ERRORS = Counter("modelscale_prometheus_query_errors", "Prometheus queries that failed")
 
@@ -139,3 +164,40 @@ LEADER = Gauge(
     "modelscale_leader",
     "1 while this replica holds the leader Lease (it acts), 0 while it follows",
 )
+
+
+# --------------------------------------------------------------- deleted ModelDeployments
+
+PER_DEPLOYMENT_METRICS: tuple[Counter | Gauge | Histogram, ...] = (
+    SCALE_EVENTS,
+    DESIRED,
+    FORECAST_TOKEN_RATE,
+    CURRENT_TOKEN_RATE,
+    HORIZON,
+    UNFINISHED,
+    METRICS_PROBLEMS,
+    SECONDS_TO_WARM,
+    SECONDS_TO_READY,
+    WARMUP_DURATION,
+    WARMUPS,
+    PODS_REPLACED,
+)
+
+
+def forget(*, namespace: str, name: str) -> int:
+    """Remove every series of the ModelDeployment `namespace/name` (it was deleted);
+    returns how many label sets went. Found through `collect()` (public in every
+    prometheus_client the package allows; `remove_by_labels` is newer)."""
+    removed = 0
+    for metric in PER_DEPLOYMENT_METRICS:
+        labelnames = metric._labelnames
+        found: set[tuple[str, ...]] = set()
+        for family in metric.collect():
+            for sample in family.samples:
+                labels = sample.labels
+                if labels.get("namespace") == namespace and labels.get("modeldeployment") == name:
+                    found.add(tuple(labels[n] for n in labelnames))
+        for values in found:
+            metric.remove(*values)
+            removed += 1
+    return removed

@@ -21,6 +21,7 @@ from harness import topology as topo
 from harness.cluster import network
 from harness.cluster import prometheus as cluster_prometheus
 from harness.kubelet import nodes
+from harness.kubelet.apionly import ApiOnlyPods
 from harness.kubelet.common import CERTS, COMPONENT, POD_LOGS, PODS, now
 from harness.kubelet.netns import IPAM
 from harness.kubelet.sd import sd_targets
@@ -45,6 +46,7 @@ class Runtime:
         self.node_names = {n.name for n in topo.NODES}
         self.sd_pods: dict[str, dict[str, Any]] = {}
         self.sd_dirty = threading.Event()
+        self.api_only = ApiOnlyPods(self.core, self.coord, self.api)
 
     def heartbeat(self) -> None:
         """Leases every LEASE_PERIOD s, node status every NODE_STATUS_PERIOD s."""
@@ -54,10 +56,12 @@ class Runtime:
                 alive = [n for n in topo.NODES if not nodes.held_not_ready(n)]
                 for node in alive:
                     nodes.renew_lease(self.core, self.coord, node)
-                if time.monotonic() - last_status >= nodes.NODE_STATUS_PERIOD:
+                status_due = time.monotonic() - last_status >= nodes.NODE_STATUS_PERIOD
+                if status_due:
                     last_status = time.monotonic()
                     for node in alive:
                         nodes.patch_heartbeat(self.api, self.core, node)
+                self.api_only.heartbeat(status=status_due)
             except Exception as err:
                 log.warning("heartbeat failed: %s", err)
 
@@ -109,7 +113,10 @@ class Runtime:
             self.workers.pop(uid, None)
 
     def dispatch(self, etype: str, pod: dict[str, Any]) -> None:
-        if pod.get("spec", {}).get("nodeName") not in self.node_names:
+        node_name = pod.get("spec", {}).get("nodeName")
+        if node_name not in self.node_names:
+            if self.api_only.owns(node_name):
+                self.api_only.submit(etype, pod)
             return
         uid = pod["metadata"]["uid"]
         if etype == "DELETED":
@@ -222,6 +229,9 @@ class Runtime:
         threading.Thread(target=self.heartbeat, name="heartbeat", daemon=True).start()
         threading.Thread(target=self.watch_pods, name="watch", daemon=True).start()
         threading.Thread(target=self.write_sd, name="prometheus-sd", daemon=True).start()
+        threading.Thread(
+            target=self.api_only.run, args=(self.shutting_down,), name="api-only", daemon=True
+        ).start()
         self.shutting_down.wait()
         # Stop every pod process before exiting (cluster-down).
         with self.workers_lock:

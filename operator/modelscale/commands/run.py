@@ -10,10 +10,11 @@ import hashlib
 import logging
 import math
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import kopf
 import prometheus_client
+from kubernetes import client
 
 from modelscale import leader
 from modelscale.config import DEFAULT_PROMETHEUS_URL, OperatorConfig
@@ -49,6 +50,31 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         default=kube_client.DEFAULT_TIMEOUT_SECONDS,
         help="seconds one Kubernetes API call may take (the operator's and kopf's own)",
     )
+    # The client-side rate limits (token buckets, as client-go's --kube-api-qps/-burst).
+    limits: tuple[tuple[str, Callable[[str], float], float, str], ...] = (
+        (
+            "--kube-qps",
+            _positive_rate,
+            kube_client.DEFAULT_QPS,
+            "Kubernetes API requests per second the operator's own client may send on "
+            "average; the leader Lease is not limited",
+        ),
+        (
+            "--kube-burst",
+            _at_least_one,
+            kube_client.DEFAULT_BURST,
+            "requests the operator's own client may send at once above --kube-qps",
+        ),
+        (
+            "--resync-qps",
+            _positive_rate,
+            kube_client.DEFAULT_RESYNC_QPS,
+            "requests per second the periodic resync may send (its own limit, on top of "
+            "--kube-qps, so repairing drift never delays scaling or warm-up)",
+        ),
+    )
+    for flag, kind, default, text in limits:
+        parser.add_argument(flag, type=kind, default=default, help=text)
     parser.add_argument(
         "--prometheus-allowed-url",
         action="append",
@@ -116,6 +142,28 @@ def _positive(text: str) -> float:
         value = math.nan
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, not {text!r}")
+    return value
+
+
+def _positive_rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(
+            f"must be a number of requests per second > 0, not {text!r}"
+        )
+    return value
+
+
+def _at_least_one(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of requests >= 1, not {text!r}")
     return value
 
 
@@ -197,6 +245,7 @@ def main(argv: list[str]) -> int:
     from modelscale.handlers import (  # noqa: F401, PLC0415
         autoscale,
         health,
+        indexes,
         reconcile,
         runtime,
         warmup,
@@ -208,15 +257,26 @@ def main(argv: list[str]) -> int:
         if args.leader_election
         else leader.Leadership.standalone()
     )
-    # Every write the operator makes goes through this client, and it refuses them while
-    # this replica does not hold a valid lease (the Lease itself uses `lease_api`).
-    api = lease.fence_writes(
-        kube_client.load(timeout_seconds=args.kube_timeout), fence=leadership.holds
-    )
+
+    # Every write the operator makes goes through these clients, and they refuse them while
+    # this replica does not hold a valid lease (the Lease itself uses `lease_api`). Three
+    # budgets, so bulk work cannot starve what is on the traffic path: the reconcile
+    # handlers (a thousand new ModelDeployments) and the scaling pass with the warm-up
+    # each get --kube-qps/--kube-burst, the periodic resync --resync-qps.
+    def fenced(qps: float, burst: int) -> client.ApiClient:
+        limiter = kube_client.TokenBucket(qps=qps, burst=burst)
+        return lease.fence_writes(
+            kube_client.load(timeout_seconds=args.kube_timeout, limiter=limiter),
+            fence=leadership.holds,
+        )
+
+    loops_api = fenced(args.kube_qps, args.kube_burst)
     shared = runtime.Runtime(
         config=operator_config(args),
-        api=api,
-        warmup=WarmupRunner(api, leader=leadership),
+        api=fenced(args.kube_qps, args.kube_burst),
+        loops_api=loops_api,
+        resync_api=fenced(args.resync_qps, max(1, math.ceil(args.resync_qps))),
+        warmup=WarmupRunner(loops_api, leader=leadership),
         leader=leadership,
     )
 

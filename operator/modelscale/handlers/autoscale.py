@@ -10,8 +10,10 @@ failover time to the next scaling pass."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -19,7 +21,7 @@ from typing import Any
 import kopf
 
 from modelscale import telemetry
-from modelscale.handlers import runtime
+from modelscale.handlers import indexes, runtime
 from modelscale.kube.lease import NotLeaderError
 from modelscale.leader import Leadership
 from modelscale.loops import breaker, reconcile, scaling
@@ -27,6 +29,10 @@ from modelscale.loops import breaker, reconcile, scaling
 log = logging.getLogger(__name__)
 
 LOOPS = "modelscale-loops"
+# One thread per periodic loop (scaling, resync, breaker).
+LOOP_THREADS = concurrent.futures.ThreadPoolExecutor(
+    max_workers=3, thread_name_prefix="modelscale-loop"
+)
 # The circuit breaker looks more often than the scaler: a sick pod should leave traffic
 # within seconds.
 BREAKER_INTERVAL_SECONDS = 5.0
@@ -50,10 +56,16 @@ async def _every(
     while True:
         wake.clear()
         started = time.monotonic()
+        # Soak figures (bench/scale.py): what the process holds should not grow.
+        telemetry.ASYNCIO_TASKS.set(len(asyncio.all_tasks()))
+        telemetry.THREADS.set(threading.active_count())
         try:
             if leader.holds():
-                # The Kubernetes and Prometheus clients block: keep them off the event loop.
-                await asyncio.to_thread(work)
+                # The Kubernetes and Prometheus clients block: keep them off the event loop,
+                # in threads of their own: asyncio's default pool is where the create and
+                # resume handlers reconcile, and behind a thousand of those the scaling
+                # pass did not start for minutes (the liveness probe then failed).
+                await asyncio.get_running_loop().run_in_executor(LOOP_THREADS, work)
             else:
                 idle()
         except NotLeaderError as err:
@@ -66,8 +78,9 @@ async def _every(
 
 
 @kopf.on.startup()
-async def autoscaler_start(memo: kopf.Memo, **_: Any) -> None:
+async def autoscaler_start(memo: kopf.Memo, **kwargs: Any) -> None:
     rt = runtime.of(memo)
+    indexes.attach(rt, kwargs)
     config = rt.config
     wake_scaling, wake_resync = asyncio.Event(), asyncio.Event()
 
@@ -84,7 +97,7 @@ async def autoscaler_start(memo: kopf.Memo, **_: Any) -> None:
             _every(
                 config.autoscale_interval,
                 "scaling pass",
-                lambda: scaling.timed_pass(rt.api, config=config),
+                lambda: scaling.timed_pass(rt.loops_api or rt.api, config=config, cache=rt.cache),
                 leader=rt.leader,
                 wake=wake_scaling,
                 # A follower is alive without passes: its tick is the liveness heartbeat.
@@ -98,7 +111,9 @@ async def autoscaler_start(memo: kopf.Memo, **_: Any) -> None:
             _every(
                 config.resync_interval,
                 "resync",
-                lambda: reconcile.resync_all(rt.api, config=config, now=time.time()),
+                lambda: reconcile.resync_all(
+                    rt.resync_api or rt.api, config=config, now=time.time(), cache=rt.cache
+                ),
                 leader=rt.leader,
                 wake=wake_resync,
                 initial_delay=config.resync_interval,
@@ -109,7 +124,9 @@ async def autoscaler_start(memo: kopf.Memo, **_: Any) -> None:
             _every(
                 min(BREAKER_INTERVAL_SECONDS, config.autoscale_interval),
                 "circuit breaker pass",
-                lambda: breaker.run_pass(rt.api, config=config, now=time.time()),
+                lambda: breaker.run_pass(
+                    rt.loops_api or rt.api, config=config, now=time.time(), cache=rt.cache
+                ),
                 leader=rt.leader,
                 wake=asyncio.Event(),
             ),

@@ -13,8 +13,11 @@ from modelscale import telemetry
 from modelscale.handlers import runtime
 
 
+# async: a sync probe runs in kopf's handler thread pool, and behind a thousand
+# reconciles (1,000 new ModelDeployments) it timed out and the kubelet killed a busy but
+# healthy operator. The check itself is a lock and a subtraction.
 @kopf.on.probe(id="scaling_loop")
-def scaling_loop_alive(memo: kopf.Memo, **_: Any) -> str:
+async def scaling_loop_alive(memo: kopf.Memo, **_: Any) -> str:
     interval = runtime.of(memo).config.autoscale_interval
     stuck = telemetry.SCALING_LOOP.stale(now=time.monotonic(), interval=interval)
     if stuck is not None:

@@ -25,10 +25,17 @@ from modelscale.loops import reconcile as loop
 from modelscale.resources import names
 
 
-def _reconcile(rt: runtime.Runtime, body: Mapping[str, Any]) -> None:
+def _reconcile(
+    rt: runtime.Runtime, body: Mapping[str, Any], *, child_generation: int | None = None
+) -> None:
     try:
         loop.reconcile(
-            rt.api, body, now=time.time(), allow_privileged=rt.config.allow_privileged_pods
+            rt.api,
+            body,
+            now=time.time(),
+            allow_privileged=rt.config.allow_privileged_pods,
+            cache=rt.cache,
+            child_generation=child_generation,
         )
     except loop.InvalidSpecError as err:
         raise kopf.PermanentError(str(err)) from err
@@ -71,7 +78,9 @@ async def modeldeployment_reconcile(body: kopf.Body, memo: kopf.Memo, **_: Any) 
 
 
 @kopf.on.event("apps", "v1", "deployments", labels={names.LABEL_MANAGED_BY: names.MANAGED_BY})
-def child_deployment_event(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+def child_deployment_event(
+    event: Mapping[str, Any], body: kopf.Body, memo: kopf.Memo, **_: Any
+) -> None:
     """A child Deployment changed (rollout progress, someone edited or deleted it):
     converge and refresh the owner's status. Followers leave it to the leader (whose
     resync on takeover covers what happened before)."""
@@ -82,10 +91,18 @@ def child_deployment_event(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     rt = runtime.of(memo)
     if not rt.leader.holds():
         return
-    md_body = _fetch(rt, namespace=namespace, name=owner)
+    # The watch's copy when it has one (a GET per Deployment event was a third of a
+    # rollout's calls); a stale copy only costs a 409 and a re-read on the status write.
+    md_body = rt.cache.modeldeployment((namespace, owner)) or _fetch(
+        rt, namespace=namespace, name=owner
+    )
     if md_body is None:
         return  # the owner is gone; garbage collection removes the child
+    # A status-only change (same generation as our last apply) refreshes only the owner's
+    # status; a deletion or a spec change (a hand edit) converges the children.
+    generation = body.get("metadata", {}).get("generation")
+    deleted = event.get("type") == "DELETED"
     try:
-        _reconcile(rt, md_body)
+        _reconcile(rt, md_body, child_generation=None if deleted else generation)
     except (kopf.PermanentError, NotLeaderError):
         return  # already reported on the ModelDeployment / the next leader converges it

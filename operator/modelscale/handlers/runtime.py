@@ -10,6 +10,7 @@ from typing import Any
 from kubernetes import client
 
 from modelscale.config import OperatorConfig
+from modelscale.kube.cache import Cache
 from modelscale.leader import Leadership
 from modelscale.loops.warmup import WarmupRunner
 
@@ -23,6 +24,12 @@ class Runtime:
     warmup: WarmupRunner
     leader: Leadership = dataclasses.field(default_factory=Leadership.standalone)
     """Who acts: only the replica holding the lease writes (`modelscale.leader`)."""
+    loops_api: client.ApiClient | None = None
+    """The scaling and breaker passes' client (their own rate limit); None: `api`."""
+    resync_api: client.ApiClient | None = None
+    """The periodic resync's client (its own rate limit); None: `api`."""
+    cache: Cache = dataclasses.field(default_factory=Cache)
+    """kopf's watches of ModelDeployments, their pods and Deployments (`handlers.indexes`)."""
 
 
 def of(memo: Mapping[Any, Any]) -> Runtime:

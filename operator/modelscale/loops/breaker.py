@@ -26,6 +26,7 @@ from modelscale.config import OperatorConfig
 from modelscale.control import breaker
 from modelscale.kube import events, reads
 from modelscale.kube import pods as kube_pods
+from modelscale.kube.cache import Cache
 from modelscale.metrics import prometheus
 from modelscale.warmup import gate
 
@@ -137,10 +138,16 @@ def _act(
     )
 
 
-def run_pass(api: client.ApiClient, *, config: OperatorConfig, now: float) -> list[breaker.Verdict]:
-    """One pass over every ModelDeployment with a circuit breaker; returns what it did."""
+def run_pass(
+    api: client.ApiClient, *, config: OperatorConfig, now: float, cache: Cache | None = None
+) -> list[breaker.Verdict]:
+    """One pass over every ModelDeployment with a circuit breaker; returns what it did.
+    With a synced `cache` it lists nothing."""
     watched: list[tuple[ModelDeployment, Mapping[str, Any], CircuitBreaker]] = []
-    for raw_md in reads.list_modeldeployments(api, namespaces=config.namespaces):
+    cached_mds = cache.modeldeployments() if cache is not None else None
+    if cached_mds is None:
+        cached_mds = reads.list_modeldeployments(api, namespaces=config.namespaces)
+    for raw_md in cached_mds:
         body: Mapping[str, Any] = raw_md
         try:
             md = ModelDeployment.model_validate(body)
@@ -152,8 +159,16 @@ def run_pass(api: client.ApiClient, *, config: OperatorConfig, now: float) -> li
     if not watched:
         return []
     by_md: dict[tuple[str, str], list[podfacts.PodFacts]] = defaultdict(list)
-    for raw in reads.list_modeldeployment_pods(api, namespaces=config.namespaces):
-        facts = podfacts.read(raw)
+    cached_pods = cache.pods() if cache is not None else None
+    every = (
+        [f for pods in cached_pods.values() for f in pods]
+        if cached_pods is not None
+        else [
+            podfacts.read(raw)
+            for raw in reads.list_modeldeployment_pods(api, namespaces=config.namespaces)
+        ]
+    )
+    for facts in every:
         if facts.modeldeployment and not facts.deleting:
             by_md[(facts.namespace, facts.modeldeployment)].append(facts)
     fetched: dict[tuple[str, int, str], dict[str, dict[PodKey, float]]] = {}

@@ -7,10 +7,13 @@ again after `delay` seconds); the kopf handlers turn them into kopf's own."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from kubernetes import client
@@ -24,6 +27,7 @@ from modelscale.control import replicas, status, validation
 from modelscale.kube import apply as kube_apply
 from modelscale.kube import events, reads
 from modelscale.kube import status as kube_status
+from modelscale.kube.cache import Cache
 from modelscale.loops import control_key
 from modelscale.resources import deployment, names, pdb, podsecurity, service
 
@@ -53,26 +57,61 @@ def children(md: ModelDeployment, *, replicas_: int) -> list[dict[str, Any]]:
     return [deployment.build(md, replicas=replicas_), service.build(md), pdb.build(md)]
 
 
-def converge(
-    api: client.ApiClient, md: ModelDeployment, body: Mapping[str, Any], *, now: float
-) -> None:
-    """Apply the children, then write the status once."""
-    involved = dict(body)
-    current = kube_apply.read_deployment(api, namespace=md.namespace, name=names.deployment(md))
-    choice = replicas.choose(
-        md.spec,
-        status_desired=md.status.desired_replicas if md.status else None,
-        running=current.replicas if current else None,
-    )
-    apply_error = None
+@dataclass(frozen=True)
+class _Applied:
+    digest: str
+    versions: dict[str, kube_apply.Known]
+
+
+# What each ModelDeployment's children were when the apiserver last took all of them: a
+# digest, since the all-or-none dry run (one call per child) is needed only when they
+# differ (a new spec, a new replicas count, a new operator version's builders), and each
+# child's version, so the apply needs no read to name its outcome. In memory: a restarted
+# operator dry-runs and reads each ModelDeployment's children once again.
+_LAST_APPLIED: dict[tuple[str, str], _Applied] = {}
+
+
+def _digest(objects: Sequence[Mapping[str, Any]]) -> str:
+    text = json.dumps(objects, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def forget(key: tuple[str, str]) -> None:
+    """A ModelDeployment was deleted: drop what was remembered of it."""
+    _LAST_APPLIED.pop(key, None)
+
+
+def _apply_children(
+    api: client.ApiClient,
+    md: ModelDeployment,
+    *,
+    involved: dict[str, Any],
+    replicas_: int,
+    current: kube_apply.Running | None,
+    now: float,
+) -> tuple[list[kube_apply.Applied], str | None]:
+    """Apply the control key's Secret and the children, all or none: what was applied,
+    and why nothing was (None: applied)."""
+    key = (md.namespace, md.name)
     # The Deployment's replicas were decided from what was read: apply only if nobody (the
     # scaling loop) changed it since, or we would undo their scale.
     guards = {"Deployment": current.resource_version} if current else {}
     try:
         # The control key's Secret first: the pods cannot start without it.
         secret = control_key.desired_secret(api, md)
+        desired = [secret, *children(md, replicas_=replicas_)]
+        digest = _digest(desired)
+        # Popped first: if this apply fails anywhere, the next one dry-runs and reads again.
+        last = _LAST_APPLIED.pop(key, None)
         applied_all = kube_apply.apply_all(
-            api, [secret, *children(md, replicas_=choice.replicas)], preconditions=guards
+            api,
+            desired,
+            preconditions=guards,
+            dry_run=last is None or last.digest != digest,
+            known=last.versions if last is not None else None,
+        )
+        _LAST_APPLIED[key] = _Applied(
+            digest=digest, versions={a.kind: a.version for a in applied_all if a.version}
         )
     except kube_apply.ChildRefusedError as err:
         # Nothing was applied: a half-made set (GPU pods, no Service) is worse than none.
@@ -80,7 +119,6 @@ def converge(
             f"the apiserver refused the {err.kind} {err.name} built from this spec, so no "
             f"child was applied: {err.reason:.500}"
         )
-        applied_all = []
         events.post(
             api,
             involved=involved,
@@ -89,10 +127,49 @@ def converge(
             message=apply_error,
             now=now,
         )
+        return [], apply_error
     except ApiException as err:
         if err.status == 409:
             raise RetryError("the Deployment changed while reconciling", delay=1) from err
         raise RetryError(f"applying children failed: {err.reason}", delay=10) from err
+    return applied_all, None
+
+
+def converge(
+    api: client.ApiClient,
+    md: ModelDeployment,
+    body: Mapping[str, Any],
+    *,
+    now: float,
+    cache: Cache | None = None,
+    child_generation: int | None = None,
+) -> None:
+    """Apply the children, then write the status once. `child_generation`: the
+    generation of the child Deployment whose event this pass answers; when it is the one
+    our last apply left, only its status moved (a pod became ready, ...): the children are
+    as we applied them, so only the status is refreshed. During a rollout of 1,000
+    ModelDeployments, re-applying every child on every Deployment status change was
+    most of the operator's calls."""
+    involved = dict(body)
+    key = (md.namespace, md.name)
+    last = _LAST_APPLIED.get(key)
+    ours = last.versions.get("Deployment") if last is not None else None
+    status_only = (
+        child_generation is not None and ours is not None and ours.generation == child_generation
+    )
+    current = kube_apply.read_deployment(api, namespace=md.namespace, name=names.deployment(md))
+    choice = replicas.choose(
+        md.spec,
+        status_desired=md.status.desired_replicas if md.status else None,
+        running=current.replicas if current else None,
+    )
+    applied_all, apply_error = (
+        ([], None)
+        if status_only
+        else _apply_children(
+            api, md, involved=involved, replicas_=choice.replicas, current=current, now=now
+        )
+    )
     for applied in applied_all:
         if applied.outcome is not kube_apply.Outcome.UNCHANGED:
             events.post(
@@ -104,10 +181,17 @@ def converge(
                 + (f" with {choice.replicas} replicas" if applied.kind == "Deployment" else ""),
                 now=now,
             )
-    pods = [
-        podfacts.read(p)
-        for p in reads.list_pods(api, namespace=md.namespace, selector=names.selector_string(md))
-    ]
+    cached = cache.pods_of((md.namespace, md.name)) if cache is not None else None
+    pods = (
+        cached
+        if cached is not None
+        else [
+            podfacts.read(p)
+            for p in reads.list_pods(
+                api, namespace=md.namespace, selector=names.selector_string(md)
+            )
+        ]
+    )
     # The scaling loop owns desiredReplicas in Predictive mode; writing what this pass read
     # could put back an older decision.
     keep_desired = md.spec.scaling.mode != "Predictive"
@@ -184,10 +268,13 @@ def reconcile(
     *,
     now: float,
     allow_privileged: bool = False,
+    cache: Cache | None = None,
+    child_generation: int | None = None,
 ) -> None:
     """Reconcile one ModelDeployment body. Raises InvalidSpecError (after reporting it in
     status) or RetryError. A spec whose pods would break Pod Security `restricted` is
-    refused (nothing applied) unless `allow_privileged` (the operator's flag)."""
+    refused (nothing applied) unless `allow_privileged` (the operator's flag).
+    `child_generation`: see `converge`."""
     if body.get("metadata", {}).get("deletionTimestamp"):
         # Being deleted (foreground deletion lingers): recreating children would bring GPU
         # pods back and block the deletion.
@@ -203,20 +290,27 @@ def reconcile(
         raise InvalidSpecError(refused)
     try:
         with _PASSES.hold((md.namespace, md.name)):
-            converge(api, md, body, now=now)
+            converge(api, md, body, now=now, cache=cache, child_generation=child_generation)
     except ApiException as err:
         raise RetryError(f"Kubernetes API error: {err.status} {err.reason}", delay=10) from err
 
 
-def resync_all(api: client.ApiClient, *, config: OperatorConfig, now: float) -> None:
+def resync_all(
+    api: client.ApiClient, *, config: OperatorConfig, now: float, cache: Cache | None = None
+) -> None:
     """Reconcile every ModelDeployment once: repairs drift in children whose changes we
     do not watch (a hand-edited Service or PDB). Run periodically by the scaling loop's
     task, not by a kopf timer: kopf puts a finalizer on every object a timer runs for,
     and a finalizer on the user's object is drift for GitOps and blocks deletion while
     the operator is down."""
-    for body in reads.list_modeldeployments(api, namespaces=config.namespaces):
+    bodies = cache.modeldeployments() if cache is not None else None
+    if bodies is None:
+        bodies = reads.list_modeldeployments(api, namespaces=config.namespaces)
+    for body in bodies:
         try:
-            reconcile(api, body, now=now, allow_privileged=config.allow_privileged_pods)
+            reconcile(
+                api, body, now=now, allow_privileged=config.allow_privileged_pods, cache=cache
+            )
         except Exception as err:  # one ModelDeployment must not stop the others' resync
             log.warning(
                 "resync of %s/%s: %s",

@@ -1,13 +1,17 @@
 """One scaling pass over all ModelDeployments.
 
-Per pass the cost is constant in the number of ModelDeployments: one list of
-ModelDeployments, one of their pods, one of their Deployments, and one Prometheus query
-per signal (per Prometheus URL and backend preset). Each pod is read once
-(`podfacts.read`). Per ModelDeployment it writes only when something changed: the
-Deployment's replicas on a scale, and one status patch."""
+Per pass the API cost is constant in the number of ModelDeployments: ModelDeployments,
+their pods (as `PodFacts`) and their Deployments come from the watch caches
+(`kube.cache`), so the only list is the nodes'; Prometheus gets one query per signal (per
+Prometheus URL and backend preset). Per ModelDeployment it writes only when something
+changed: the Deployment's replicas on a scale, and a status patch only when the status
+would change (the policy's clock-driven learned state at most every
+`STATE_WRITE_SECONDS`)."""
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import logging
 import time
 from collections import defaultdict
@@ -21,6 +25,7 @@ from pydantic import ValidationError
 
 from modelscale import podfacts, telemetry
 from modelscale.api.v1alpha1 import ModelDeployment
+from modelscale.autoscaling import recommender
 from modelscale.autoscaling.types import Recommendation
 from modelscale.config import OperatorConfig
 from modelscale.control import scaling
@@ -28,6 +33,7 @@ from modelscale.control.decide import Decision, decide
 from modelscale.kube import apply as kube_apply
 from modelscale.kube import events, reads
 from modelscale.kube import status as kube_status
+from modelscale.kube.cache import Cache
 from modelscale.metrics import batch, groups, transport
 from modelscale.metrics.promql import Signals
 from modelscale.podfacts import PodFacts
@@ -98,6 +104,31 @@ def _announce(
             message=f"metrics are back; {rec.message}",
             now=now,
         )
+    # Partial data holds a scale-down: say so once when it starts and once when it ends,
+    # not every pass (status says it every pass).
+    partial = rec.reason == METRICS_PARTIAL
+    if partial and previous != METRICS_PARTIAL:
+        events.post(
+            api,
+            involved=involved,
+            type_="Warning",
+            reason=METRICS_PARTIAL,
+            message=rec.message,
+            now=now,
+        )
+    elif not partial and previous == METRICS_PARTIAL:
+        events.post(
+            api,
+            involved=involved,
+            type_="Normal",
+            reason=METRICS_COMPLETE,
+            message=f"metrics are complete again; {rec.message}",
+            now=now,
+        )
+
+
+METRICS_PARTIAL = recommender.METRICS_PARTIAL
+METRICS_COMPLETE = "MetricsComplete"
 
 
 def _count(fetched: batch.Fetched | batch.History) -> None:
@@ -112,21 +143,74 @@ METRICS_DEADLINE_INTERVALS = 1.0
 PASS_DEADLINE_INTERVALS = 2.0
 
 
+@dataclass(frozen=True)
+class View:
+    """What a pass reads from Kubernetes: from the watch caches when they are synced,
+    else listed (a pass before kopf's first full listing, or tests without kopf)."""
+
+    modeldeployments: Sequence[Mapping[str, Any]]
+    pods: Mapping[Key, Sequence[PodFacts]]
+    running: Mapping[Key, kube_apply.Running]
+
+
+def read_view(api: client.ApiClient, *, namespaces: Sequence[str], cache: Cache | None) -> View:
+    ready_nodes = reads.list_ready_nodes(api)
+    cached = _cached_view(cache)
+    if cached is None:
+        return View(
+            modeldeployments=reads.list_modeldeployments(api, namespaces=namespaces),
+            pods=group_pods(
+                [
+                    podfacts.read(p, ready_nodes=ready_nodes)
+                    for p in reads.list_modeldeployment_pods(api, namespaces=namespaces)
+                ]
+            ),
+            running=reads.list_running(api, namespaces=namespaces),
+        )
+    if ready_nodes is None:
+        return cached
+    return View(
+        modeldeployments=cached.modeldeployments,
+        pods={key: with_nodes(pods, ready_nodes) for key, pods in cached.pods.items()},
+        running=cached.running,
+    )
+
+
+def _cached_view(cache: Cache | None) -> View | None:
+    if cache is None:
+        return None
+    mds, pods, running = cache.modeldeployments(), cache.pods(), cache.running()
+    if mds is None or pods is None or running is None:
+        return None
+    return View(modeldeployments=mds, pods=pods, running=running)
+
+
+def with_nodes(pods: Sequence[PodFacts], ready_nodes: frozenset[str]) -> list[PodFacts]:
+    """The cached facts (read without node readiness) with `node_ready` as of now."""
+    return [
+        p if p.node is None or p.node in ready_nodes else dataclasses.replace(p, node_ready=False)
+        for p in pods
+    ]
+
+
 def run_pass(
     api: client.ApiClient,
     *,
     config: OperatorConfig,
     now: float,
     started: float | None = None,
+    cache: Cache | None = None,
 ) -> list[Outcome]:
     """One scaling pass over every ModelDeployment the operator watches. `started`
-    (time.monotonic) anchors the pass's deadlines; None: no deadline."""
+    (time.monotonic) anchors the pass's deadlines; None: no deadline. With a synced
+    `cache`, nothing is listed but the nodes."""
     namespaces = config.namespaces
     interval = config.autoscale_interval
     metrics_deadline = None if started is None else started + METRICS_DEADLINE_INTERVALS * interval
     pass_deadline = None if started is None else started + PASS_DEADLINE_INTERVALS * interval
-    mds: dict[Key, tuple[ModelDeployment, dict[str, Any]]] = {}
-    for body in reads.list_modeldeployments(api, namespaces=namespaces):
+    view = read_view(api, namespaces=namespaces, cache=cache)
+    mds: dict[Key, tuple[ModelDeployment, Mapping[str, Any]]] = {}
+    for body in view.modeldeployments:
         try:
             md = ModelDeployment.model_validate(body)
         except ValidationError:
@@ -137,16 +221,11 @@ def run_pass(
         if not deleting:
             mds[md.namespace, md.name] = (md, body)
     telemetry.MODELDEPLOYMENTS.set(len(mds))
+    _forget_gone(set(mds))
     if not mds:
         return []
-    ready_nodes = reads.list_ready_nodes(api)
-    pods_by_md = group_pods(
-        [
-            podfacts.read(p, ready_nodes=ready_nodes)
-            for p in reads.list_modeldeployment_pods(api, namespaces=namespaces)
-        ]
-    )
-    replicas_now = reads.list_running(api, namespaces=namespaces)
+    pods_by_md = view.pods
+    replicas_now = view.running
     members = [md for md, _ in mds.values()]
     url = config.prometheus_url
     # One session per pass: rotated credential files are read again.
@@ -200,6 +279,34 @@ def run_pass(
     return outcomes
 
 
+# See `_act`: status fields that change with the clock alone, and how often they are
+# written when nothing else changed (8 passes at the default 15 s; well inside the
+# default 300 s scale-down stabilisation window they carry).
+VOLATILE_STATUS: tuple[tuple[str, ...], ...] = (("autoscaling", "learnedState"),)
+STATE_WRITE_SECONDS = 120.0
+_STATE_WRITTEN: dict[Key, float] = {}
+
+
+def _spread(key: Key) -> float:
+    """A stable fraction in [0, 1) for `key` (not `hash()`: that changes per process)."""
+    digest = hashlib.blake2b(f"{key[0]}/{key[1]}".encode(), digest_size=4).digest()
+    return int.from_bytes(digest, "big") / 2**32
+
+
+# The ModelDeployments the last pass saw. The delete event removes a ModelDeployment's
+# series (handlers.indexes), but a pass that read it just before may set them again:
+# the next pass, which does not see it, removes them for good.
+_LAST_SEEN: set[Key] = set()
+
+
+def _forget_gone(seen: set[Key]) -> None:
+    for namespace, name in _LAST_SEEN - seen:
+        telemetry.forget(namespace=namespace, name=name)
+        _STATE_WRITTEN.pop((namespace, name), None)
+    _LAST_SEEN.clear()
+    _LAST_SEEN.update(seen)
+
+
 def _report_unfinished(keys: Sequence[Key], *, after: float) -> None:
     for key in keys:
         telemetry.UNFINISHED.labels(*key, "act").inc()
@@ -213,7 +320,7 @@ def _report_unfinished(keys: Sequence[Key], *, after: float) -> None:
 def _act(
     api: client.ApiClient,
     md: ModelDeployment,
-    body: dict[str, Any],
+    body: Mapping[str, Any],
     *,
     decision: Decision,
     running: kube_apply.Running,
@@ -242,9 +349,18 @@ def _act(
             log.info("%s/%s: Deployment changed while scaling; deciding again next pass", *key)
             return None
     desired = rec.replicas if md.spec.scaling.mode == "Predictive" else None
-    kube_status.patch_status_guarded(
+    # The policy's learned state moves with every pass (its windows record the time) even
+    # when nothing else does: written with any other change, or on its own at most every
+    # STATE_WRITE_SECONDS. A restart then loses at most that much of the windows.
+    # A ModelDeployment not written since this process started counts as written a
+    # fraction of the period ago, spread by its name: after a restart the first writes of
+    # 1,000 learned states are spread over the period, not all sent in one pass.
+    written = _STATE_WRITTEN.setdefault(key, now - _spread(key) * STATE_WRITE_SECONDS)
+    state_due = now - written >= STATE_WRITE_SECONDS
+    wrote = kube_status.patch_status_guarded(
         api,
         body=body,
+        volatile=() if state_due else VOLATILE_STATUS,
         build=lambda conds: scaling.status(
             md,
             obs=obs,
@@ -255,6 +371,8 @@ def _act(
             existing_conditions=conds,
         ),
     )
+    if wrote:
+        _STATE_WRITTEN[key] = now
     _announce(api, body, md, rec, current=current, applied=applied, now=now)
     telemetry.DECISIONS.labels(rec.reason).inc()
     telemetry.DESIRED.labels(*key).set(rec.replicas)
@@ -268,13 +386,16 @@ def _act(
     return Outcome(key=key, recommendation=rec, applied=applied, current=current)
 
 
-def timed_pass(api: client.ApiClient, *, config: OperatorConfig) -> list[Outcome]:
+def timed_pass(
+    api: client.ApiClient, *, config: OperatorConfig, cache: Cache | None = None
+) -> list[Outcome]:
     """A pass at the current time, with its wall and CPU time recorded."""
     wall, cpu = time.monotonic(), time.thread_time()
     try:
-        return run_pass(api, config=config, now=time.time(), started=wall)
+        return run_pass(api, config=config, now=time.time(), started=wall, cache=cache)
     finally:
         # A pass that failed (apiserver down) still completed: liveness is about hangs.
         telemetry.SCALING_LOOP.beat(now=time.monotonic())
         telemetry.LOOP_SECONDS.observe(time.monotonic() - wall)
+        telemetry.LAST_PASS_SECONDS.set(time.monotonic() - wall)
         telemetry.LOOP_CPU_SECONDS.inc(time.thread_time() - cpu)
