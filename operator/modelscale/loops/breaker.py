@@ -27,7 +27,7 @@ from modelscale.control import breaker
 from modelscale.kube import events, reads
 from modelscale.kube import pods as kube_pods
 from modelscale.kube.cache import Cache
-from modelscale.metrics import prometheus
+from modelscale.metrics import prometheus, transport
 from modelscale.warmup import gate
 
 log = logging.getLogger(__name__)
@@ -51,8 +51,13 @@ def _queries(window: int, failure_counter: str) -> dict[str, str]:
     }
 
 
-def _fetch(url: str, window: int, failure_counter: str) -> dict[str, dict[PodKey, float]]:
-    prom = prometheus.connect(url=url, timeout=TIMEOUT_SECONDS)
+def _fetch(
+    url: str, window: int, failure_counter: str, *, session: transport.GuardedSession
+) -> dict[str, dict[PodKey, float]]:
+    """Through the operator's guarded session, like the scaling loop's queries: a URL from a
+    spec is checked against the allow-list, redirects are not followed, credentials go only
+    to the operator's own Prometheus."""
+    prom = prometheus.connect(url=url, timeout=TIMEOUT_SECONDS, session=session)
     out: dict[str, dict[PodKey, float]] = {}
     for signal, expr in _queries(window, failure_counter).items():
         samples = prometheus.instant(prom, expr=expr, timeout=TIMEOUT_SECONDS)
@@ -171,14 +176,30 @@ def run_pass(
     for facts in every:
         if facts.modeldeployment and not facts.deleting:
             by_md[(facts.namespace, facts.modeldeployment)].append(facts)
+    # One session per pass, as the scaling loop: rotated credential files are read again.
+    with transport.session(config.prometheus_access) as session:
+        return _judge(
+            api, watched, by_md, default_url=config.prometheus_url, session=session, now=now
+        )
+
+
+def _judge(
+    api: client.ApiClient,
+    watched: list[tuple[ModelDeployment, Mapping[str, Any], CircuitBreaker]],
+    by_md: Mapping[tuple[str, str], list[podfacts.PodFacts]],
+    *,
+    default_url: str,
+    session: transport.GuardedSession,
+    now: float,
+) -> list[breaker.Verdict]:
     fetched: dict[tuple[str, int, str], dict[str, dict[PodKey, float]]] = {}
     done: list[breaker.Verdict] = []
     for md, body, settings in watched:
-        url = md.spec.scaling.prometheus.url or config.prometheus_url
+        url = md.spec.scaling.prometheus.url or default_url
         source = (url, settings.window_seconds, settings.failure_counter)
         try:
             if source not in fetched:
-                fetched[source] = _fetch(*source)
+                fetched[source] = _fetch(*source, session=session)
         except prometheus.PrometheusError as err:
             # No signal is no verdict: never eject on missing data.
             log.warning("%s/%s: circuit breaker holds: %s", md.namespace, md.name, err)
