@@ -272,7 +272,7 @@ def apply(
     ops = _kind_api(api, desired["kind"])
     before: str | None = precondition
     if precondition is None and known is not None:
-        after = _send(ops, desired, None, dry_run=False)
+        after = _send(api, ops, desired, None, dry_run=False)
         return _outcome(desired, known.resource_version, after, known_uid=known.uid)
     if precondition is None:
         try:
