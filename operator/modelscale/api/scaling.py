@@ -24,6 +24,20 @@ class LatencySLO(_Model):
     """Which latency: time to first token, time per output token, or end-to-end request."""
     p99_seconds: float = Field(default=2.0, ge=0.001, le=3600)
     """P99 of `signal` must stay at or below this many seconds (1 ms .. 1 h)."""
+    per_thousand_prompt_tokens_seconds: float = Field(default=0.0, ge=0.0, le=3600)
+    """TimeToFirstToken only: a target that grows with the prompt, `p99Seconds` plus this
+    many seconds per 1,000 prompt tokens (e.g. 0.5: 2 s for a chat turn, 7 s for a
+    10k-token document). The autoscaler compares the P99 with the target of the mean
+    request (prompt tokens/s over requests/s). 0: a fixed target."""
+
+    @model_validator(mode="after")
+    def _allowance_needs_ttft(self) -> LatencySLO:
+        if self.per_thousand_prompt_tokens_seconds > 0 and self.signal != "TimeToFirstToken":
+            raise ValueError(
+                "scaling.targets.latencySLO.perThousandPromptTokensSeconds applies to "
+                f"signal TimeToFirstToken only, not {self.signal}: set it to 0 or change signal"
+            )
+        return self
 
 
 class Targets(_Model):
