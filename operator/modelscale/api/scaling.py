@@ -85,8 +85,11 @@ class ScaleUp(_Model):
 class ScaleDown(_Model):
     """Limits on scaling down."""
 
-    stabilization_window_seconds: float = Field(default=300.0, ge=0, le=86400)
-    """Scale down only to the highest recommendation of this window."""
+    stabilization_window_seconds: float = Field(default=240.0, ge=0, le=86400)
+    """Scale down only to the highest recommendation of this window. Default 240 s, a
+    minute under the HPA's 300 s: a replica kept for nothing costs as much as one missing,
+    and on the benchmark's tuning traces 240 s cost 1.26x the oracle on average instead
+    of 1.31x, losing one 1-minute window of 2,000 (docs/policy.md)."""
     max_step: int = Field(default=1, ge=1, le=10000)
     """At most this many replicas removed per decision."""
 

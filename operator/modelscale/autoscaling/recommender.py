@@ -434,11 +434,25 @@ def recommend(
         floor = max(obs.current_replicas, obs.warmed_replicas + 1)
         share = pressure(obs, config)
         pending = obs.current_replicas > obs.warmed_replicas
-        if urgent.reason == LATENCY_SLO and share is not None and config.adaptive and not pending:
+        # The rate window has seen only the warmed fleet of now (no pod joined within it):
+        # its P99 measures this fleet, not the backlog of a smaller one.
+        steady = model.fleet is not None and (
+            obs.sample_time is not None
+            and obs.sample_time - model.fleet[1] >= config.rate_window_seconds
+        )
+        if (
+            urgent.reason == LATENCY_SLO
+            and share is not None
+            and config.adaptive
+            and (steady or not pending)
+        ):
             # Far over the SLO is far over capacity: one replica at a time would take a
-            # horizon per replica to catch up with a step in demand. Not again while the
-            # replicas it asked for are still starting: the P99 of the rate window lags,
-            # and multiplying on every pass took azure-conv x4 from 13 to 47 replicas.
+            # horizon per replica to catch up with a step in demand. Not again once
+            # replicas it asked for have joined within the rate window: the P99 of the
+            # window lags, and multiplying on every such pass took azure-conv x4 from 13
+            # to 47 replicas. A replica starting for another reason does not hold it: a
+            # step in prompt length on servegen-m-large broke TPOT by 1.5-2x for four
+            # windows while one replica the forecast wanted was starting.
             floor = max(floor, math.ceil(obs.warmed_replicas * min(share, BURST_CAP) - 1e-9))
         if floor > replicas:
             replicas, reason = floor, urgent.reason

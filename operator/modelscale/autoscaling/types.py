@@ -51,7 +51,7 @@ class PolicyConfig:
     # Horizon used until pod start-up has been measured (seconds).
     default_horizon_seconds: float = 120.0
     scale_up_stabilization_seconds: float = 0.0
-    scale_down_stabilization_seconds: float = 300.0
+    scale_down_stabilization_seconds: float = 240.0  # the API's default (api/scaling.py)
     max_scale_up_step: int = 100
     max_scale_down_step: int = 1
     on_missing_metrics: MissingMetricsBehaviour = "Hold"
