@@ -49,6 +49,28 @@ class Case:
 
 
 DAY_S = 86_400.0
+# ServeGen aggregates: the file and the rate scale that maps each onto a handful of replicas.
+_SERVEGEN = {
+    "m-large": ("servegen_language_m-large_10min.csv.gz", 0.1),
+    "m-small": ("servegen_language_m-small_10min.csv.gz", 0.03),
+}
+
+
+def _servegen(
+    name: str, model: str, *, day: int, start_h: float, hours: float, held_out: bool = False
+) -> Case:
+    """A slice of a ServeGen aggregate: day `day` (1-based) from `start_h` o'clock, 1 s tick."""
+    file, scale = _SERVEGEN[model]
+    return Case(
+        name,
+        file,
+        start_s=(day - 1) * DAY_S + start_h * 3600,
+        duration_s=hours * 3600,
+        rate_scale=scale,
+        dt=1.0,
+        held_out=held_out,
+    )
+
 
 CASES = (
     Case("azure-conv", "azure2023_conv_normalized.csv.gz"),
@@ -57,74 +79,22 @@ CASES = (
     # not a third of the cost.
     Case("azure-conv-x4", "azure2023_conv_normalized.csv.gz", rate_scale=4.0),
     # Day 1, 08:00-10:00: the morning ramp from ~240 to ~330 req/s (x0.1).
-    Case(
-        "servegen-m-large",
-        "servegen_language_m-large_10min.csv.gz",
-        start_s=8 * 3600,
-        duration_s=2 * 3600,
-        rate_scale=0.1,
-        dt=1.0,
-    ),
+    _servegen("servegen-m-large", "m-large", day=1, start_h=8, hours=2),
     # Seen in earlier rounds (held out then, tuning now).
     Case("azure-code", "azure2023_code_normalized.csv.gz"),
     # Day 5, 08:00-10:00: the same hours of another day of the same service.
-    Case(
-        "servegen-m-large-d5",
-        "servegen_language_m-large_10min.csv.gz",
-        start_s=4 * DAY_S + 8 * 3600,
-        duration_s=2 * 3600,
-        rate_scale=0.1,
-        dt=1.0,
-    ),
+    _servegen("servegen-m-large-d5", "m-large", day=5, start_h=8, hours=2),
     # Day 1, 19:30-21:00: the evening rise to the daily peak, ~1,450 to ~1,900 req/s
     # (x0.03); short prompts and answers, so many requests per replica.
-    Case(
-        "servegen-m-small",
-        "servegen_language_m-small_10min.csv.gz",
-        start_s=19.5 * 3600,
-        duration_s=1.5 * 3600,
-        rate_scale=0.03,
-        dt=1.0,
-    ),
+    _servegen("servegen-m-small", "m-small", day=1, start_h=19.5, hours=1.5),
     # Day 3, 19:30-21:00: the same evening on another day.
-    Case(
-        "servegen-m-small-d3",
-        "servegen_language_m-small_10min.csv.gz",
-        start_s=2 * DAY_S + 19.5 * 3600,
-        duration_s=1.5 * 3600,
-        rate_scale=0.03,
-        dt=1.0,
-    ),
+    _servegen("servegen-m-small-d3", "m-small", day=3, start_h=19.5, hours=1.5),
     # Held out from here on: chosen 2026-12-01 before any result on them was run, at the
     # rate scales of the other slices of the same trace.
     # Day 10, 08:00-09:30: the morning hours of a day of the second week.
-    Case(
-        "servegen-m-large-d10",
-        "servegen_language_m-large_10min.csv.gz",
-        start_s=9 * DAY_S + 8 * 3600,
-        duration_s=1.5 * 3600,
-        rate_scale=0.1,
-        dt=1.0,
-        held_out=True,
-    ),
+    _servegen("servegen-m-large-d10", "m-large", day=10, start_h=8, hours=1.5, held_out=True),
     # Day 12, 19:30-21:00: the evening rise on a day of the second week.
-    Case(
-        "servegen-m-small-d12",
-        "servegen_language_m-small_10min.csv.gz",
-        start_s=11 * DAY_S + 19.5 * 3600,
-        duration_s=1.5 * 3600,
-        rate_scale=0.03,
-        dt=1.0,
-        held_out=True,
-    ),
+    _servegen("servegen-m-small-d12", "m-small", day=12, start_h=19.5, hours=1.5, held_out=True),
     # Day 8, 13:00-14:30: an afternoon, an hour of the day no case had.
-    Case(
-        "servegen-m-large-d8-pm",
-        "servegen_language_m-large_10min.csv.gz",
-        start_s=7 * DAY_S + 13 * 3600,
-        duration_s=1.5 * 3600,
-        rate_scale=0.1,
-        dt=1.0,
-        held_out=True,
-    ),
+    _servegen("servegen-m-large-d8-pm", "m-large", day=8, start_h=13, hours=1.5, held_out=True),
 )

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from fixed_policy import T0, observation
+
 from modelscale.autoscaling import demand, recommender
 from modelscale.autoscaling.types import Observation, PolicyConfig, ScalingState
 
-T0 = 1_700_438_400.0
 CONFIG = PolicyConfig(
     min_replicas=1,
     max_replicas=50,
@@ -19,20 +20,9 @@ CONFIG = PolicyConfig(
 )
 
 
-def _obs(
-    *, p99: float, prompt: float | None, requests: float | None, replicas: int = 3
-) -> Observation:
-    return Observation(
-        now=T0,
-        token_rate=900.0,
-        p99_seconds=p99,
-        queue_depth=0.0,
-        sample_time=T0 - 1.0,
-        warmed_replicas=replicas,
-        current_replicas=replicas,
-        prompt_token_rate=prompt,
-        request_rate=requests,
-    )
+def _obs(*, p99: float, prompt: float | None, requests: float | None) -> Observation:
+    scrape = observation(T0, rate=900.0, replicas=3, p99=p99, prompt=prompt, age=1.0)
+    return replace(scrape, request_rate=requests)
 
 
 def test_the_target_is_that_of_the_mean_prompt() -> None:
