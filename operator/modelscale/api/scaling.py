@@ -89,7 +89,7 @@ class ScaleDown(_Model):
     """Scale down only to the highest recommendation of this window. Default 240 s, a
     minute under the HPA's 300 s: a replica kept for nothing costs as much as one missing,
     and on the benchmark's tuning traces 240 s cost 1.26x the oracle on average instead
-    of 1.31x, losing one 1-minute window of 2,000 (docs/policy.md)."""
+    of 1.31x, losing one 1-minute window of 583 (docs/policy.md)."""
     max_step: int = Field(default=1, ge=1, le=10000)
     """At most this many replicas removed per decision."""
 
