@@ -4,7 +4,8 @@
 - `draining`: the token rate is a backlog being served, not new demand;
 - `zero_demand`: nothing served, prefilled or waiting over the whole rate window;
 - `latencies` / `pressure`: the watched P99s, and the worst as a share of its SLO;
-- `latency_margin_short`: why a scale-down would be unsafe now.
+- `latency_margin_short`: why a scale-down would be unsafe now;
+- `latency_slo`: the P99 target, length-aware when the spec gives an allowance.
 Pure: no clock, no I/O.
 """
 
@@ -90,11 +91,25 @@ def secs(x: float) -> str:
     return f"{x:.2f}" if x >= 1.0 else f"{x:.3g}"
 
 
+def latency_slo(obs: Observation, config: PolicyConfig) -> float:
+    """The P99 target of the configured latency signal for this observation: with a
+    per-1k-prompt-token allowance, the target of the mean request (prompt tokens/s over
+    requests/s); without one, or without both rates, the fixed `latency_slo_seconds`."""
+    base = config.latency_slo_seconds
+    per_1k = config.ttft_slo_per_1k_prompt_seconds
+    prompt, requests = obs.prompt_token_rate, obs.request_rate
+    if per_1k <= 0.0 or prompt is None or requests is None:
+        return base
+    if not (math.isfinite(prompt) and math.isfinite(requests)) or requests <= 0.0:
+        return base
+    return base + per_1k * max(prompt, 0.0) / requests / 1000.0
+
+
 def latencies(obs: Observation, config: PolicyConfig) -> list[tuple[str, float, float]]:
     """The watched (name, P99, SLO) pairs present in the observation."""
     out: list[tuple[str, float, float]] = []
     if obs.p99_seconds is not None and math.isfinite(obs.p99_seconds):
-        out.append(("P99", obs.p99_seconds, config.latency_slo_seconds))
+        out.append(("P99", obs.p99_seconds, latency_slo(obs, config)))
     tpot, slo = obs.p99_tpot_seconds, config.tpot_slo_seconds
     if tpot is not None and slo is not None and math.isfinite(tpot):
         out.append(("P99 TPOT", tpot, slo))

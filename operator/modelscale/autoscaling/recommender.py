@@ -240,6 +240,16 @@ def _learn(
     )
 
 
+def _track_idle(obs: Observation, *, config: PolicyConfig, model: PolicyModel) -> PolicyModel:
+    """Remember when the zero demand now seen began: the rate window before the first
+    observation that saw none."""
+    if not zero_demand(obs):
+        return model._replace(idle_since=None) if model.idle_since is not None else model
+    if model.idle_since is not None:
+        return model
+    return model._replace(idle_since=obs.now - config.rate_window_seconds)
+
+
 def _score_forecast(
     obs: Observation, *, config: PolicyConfig, model: PolicyModel, need: ForecastNeed
 ) -> PolicyModel:
@@ -269,7 +279,7 @@ class ForecastNeed(NamedTuple):
     forecast: forecast_mod.Forecast
     horizon: float  # seconds ahead the forecast looked
     predicted_p99: float | None  # P99 the latency curve predicts at `replicas`
-    # Nothing served, prefilled or queued over the whole rate window, and no daily
+    # Nothing served, prefilled or queued for a whole horizon, and no daily
     # profile that expects more: demand is zero and a scale-down need not wait.
     idle: bool = False
 
@@ -294,9 +304,15 @@ def recommend_for_forecast(
     demand = upper if backlog_draining else max(upper, now_rate)
     idle = adaptive and zero_demand(obs) and not backlog_draining
     idle = idle and not state_mod.FORECASTERS[config.seasonality].uses_profile(model.fc)
+    # ... for at least one horizon: a replica given back costs one horizon (start-up and
+    # warm-up) to have again, so keeping idle replicas as long as that costs at most what
+    # scaling down and back costs (the break-even rule: at most twice the best in
+    # hindsight, whatever the gap). Scaling down on the first idle rate window lost
+    # azure-code's bursts, whose gaps are shorter than a start-up (22 % of windows).
+    idle = idle and model.idle_since is not None and obs.now - model.idle_since >= horizon
     if idle:
-        # Nothing served for a whole rate window and no daily profile that expects more:
-        # the forecast's slowly decaying level is not demand.
+        # Nothing served for a whole horizon and no daily profile that expects more: the
+        # forecast's slowly decaying level is not demand.
         demand = 0.0
     target = config.target_tokens_per_replica
     capacity = state_mod.capacity_model(config)
@@ -397,6 +413,7 @@ def recommend(
     seen = model.sample_time
     fresh = obs.sample_time is not None and (seen is None or obs.sample_time > seen)
     model = _learn(obs, config=config, model=model, backlog_draining=backlog)
+    model = _track_idle(obs, config=config, model=model)
     need = recommend_for_forecast(obs, config=config, model=model, backlog_draining=backlog)
     # Forecasts made before the forecaster has seen its warm-up samples are not scored:
     # a model that has seen one minute of traffic misses any ramp, and its errors (x1.7
@@ -417,11 +434,25 @@ def recommend(
         floor = max(obs.current_replicas, obs.warmed_replicas + 1)
         share = pressure(obs, config)
         pending = obs.current_replicas > obs.warmed_replicas
-        if urgent.reason == LATENCY_SLO and share is not None and config.adaptive and not pending:
+        # The rate window has seen only the warmed fleet of now (no pod joined within it):
+        # its P99 measures this fleet, not the backlog of a smaller one.
+        steady = model.fleet is not None and (
+            obs.sample_time is not None
+            and obs.sample_time - model.fleet[1] >= config.rate_window_seconds
+        )
+        if (
+            urgent.reason == LATENCY_SLO
+            and share is not None
+            and config.adaptive
+            and (steady or not pending)
+        ):
             # Far over the SLO is far over capacity: one replica at a time would take a
-            # horizon per replica to catch up with a step in demand. Not again while the
-            # replicas it asked for are still starting: the P99 of the rate window lags,
-            # and multiplying on every pass took azure-conv x4 from 13 to 47 replicas.
+            # horizon per replica to catch up with a step in demand. Not again once
+            # replicas it asked for have joined within the rate window: the P99 of the
+            # window lags, and multiplying on every such pass took azure-conv x4 from 13
+            # to 47 replicas. A replica starting for another reason does not hold it: a
+            # step in prompt length on servegen-m-large broke TPOT by 1.5-2x for four
+            # windows while one replica the forecast wanted was starting.
             floor = max(floor, math.ceil(obs.warmed_replicas * min(share, BURST_CAP) - 1e-9))
         if floor > replicas:
             replicas, reason = floor, urgent.reason
@@ -473,11 +504,11 @@ def recommend(
                 "that the forecast no longer needs"
             )
         elif need.idle:
-            # Zero demand for a whole rate window: the stabilisation window guards
-            # against demand that jitters, and there is none. Waiting it out kept 3
-            # replicas for minutes after the load stopped (issue 11).
+            # Zero demand for a whole horizon: the stabilisation window guards against
+            # demand that jitters, and there is none. Waiting it out kept 3 replicas
+            # for minutes after the load stopped (issue 11).
             final = clamped
-            message = f"{message}; no demand for a whole rate window: scaling down to {final} now"
+            message = f"{message}; no demand for a whole horizon: scaling down to {final} now"
         elif near_slo is not None:
             final = current
             reason = LATENCY_MARGIN

@@ -78,6 +78,9 @@ class PolicyModel(NamedTuple):
     # (warmed replicas, first sample time at that count): how long the fleet serving the
     # rate window has been the same (see demand.steady).
     fleet: tuple[int, float] | None = None
+    # When the demand now at zero stopped (the start of the rate window in which nothing
+    # was served, prefilled or queued); None while there is demand.
+    idle_since: float | None = None
 
 
 def load(data: dict[str, Any], *, config: PolicyConfig) -> PolicyModel:
@@ -118,6 +121,7 @@ def _parse(data: dict[str, Any], *, config: PolicyConfig) -> PolicyModel:
         correction=float(data.get("cor", 1.0)),
         rate=None if data.get("r") is None else float(data["r"]),
         fleet=None if not data.get("fl") else (int(data["fl"][0]), float(data["fl"][1])),
+        idle_since=None if data.get("id") is None else float(data["id"]),
     )
 
 
@@ -138,6 +142,7 @@ def dump(m: PolicyModel, *, config: PolicyConfig) -> dict[str, Any]:
         "cor": m.correction,
         "r": m.rate,
         "fl": None if m.fleet is None else [m.fleet[0], m.fleet[1]],
+        "id": m.idle_since,
     }
 
 

@@ -17,6 +17,8 @@ Additions by autoscaling/ (backward-compatible, all with defaults):
 - `PolicyConfig.adaptive`: the learning policy of docs/policy.md (capacity learned with
   the spec's value as a prior, measured headroom, SLO-miss correction); False restores the
   earlier policy (spec capacity as a ceiling, constant headroom).
+- `PolicyConfig.ttft_slo_per_1k_prompt_seconds`, `Observation.request_rate`: a TTFT SLO
+  that grows with the mean prompt (demand.latency_slo).
 - `Observation.pods_reporting`, `Observation.metrics_problems`: how complete the data is;
   `checks.SCALE_DOWN_CHECKS` hold a scale-down on partial data.
 - `Decision.to_dict/from_dict`, `ScalingState.to_dict/from_dict`: the JSON-safe form kept in
@@ -49,7 +51,7 @@ class PolicyConfig:
     # Horizon used until pod start-up has been measured (seconds).
     default_horizon_seconds: float = 120.0
     scale_up_stabilization_seconds: float = 0.0
-    scale_down_stabilization_seconds: float = 300.0
+    scale_down_stabilization_seconds: float = 240.0  # the API's default (api/scaling.py)
     max_scale_up_step: int = 100
     max_scale_down_step: int = 1
     on_missing_metrics: MissingMetricsBehaviour = "Hold"
@@ -100,6 +102,11 @@ class PolicyConfig:
     # a replica 11 s into a load ramp (the forecast swings early in a ramp) and the
     # ReplicaSet deleted a pod during the load (e2e test_load_ramp_scales_up_...).
     cancel_starting_replicas: bool = False
+    # A TTFT SLO that grows with the prompt: `latency_slo_seconds` + this many seconds per
+    # 1,000 prompt tokens (spec.scaling.targets.latencySLO.perThousandPromptTokensSeconds;
+    # the benchmark's SLO). The P99 is compared with the target of the mean request, whose
+    # prompt is prompt tokens/s over requests/s; 0, or no request rate: a fixed target.
+    ttft_slo_per_1k_prompt_seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -125,6 +132,9 @@ class Observation:
     pods_reporting: int | None = None
     # Series refused or overrides that failed for this ModelDeployment (checks.py).
     metrics_problems: tuple[str, ...] = ()
+    # Requests/s served over the rate window (vllm:e2e_request_latency_seconds_count), when
+    # known: with the prompt token rate it gives the mean prompt, for a length-aware SLO.
+    request_rate: float | None = None
 
 
 @dataclass(frozen=True)

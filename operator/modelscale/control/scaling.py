@@ -49,6 +49,7 @@ def policy_config(spec: ModelDeploymentSpec) -> PolicyConfig:
         stale_after_seconds=missing.stale_after_seconds,
         seasonality=s.forecast.seasonality,
         tpot_slo_seconds=s.targets.time_per_output_token_p99_seconds,
+        ttft_slo_per_1k_prompt_seconds=s.targets.latency_slo.per_thousand_prompt_tokens_seconds,
     )
 
 
@@ -72,6 +73,7 @@ def observation(
         sample_time=signals.sample_time,
         # Prefill is load too: long prompts cost capacity the output rate does not show.
         prompt_token_rate=signals.prompt_token_rate,
+        request_rate=signals.request_rate,
         p99_tpot_seconds=tpot_p99,
         # Only warmed, Ready pods are capacity: a pod still loading serves nothing.
         warmed_replicas=sum(p.ready and p.warmed for p in live),

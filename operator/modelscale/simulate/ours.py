@@ -57,6 +57,7 @@ class Modelscale:
             warmed_replicas=view.warmed,
             current_replicas=view.created,
             measured_horizon_seconds=view.observed_horizon(),
+            request_rate=view.request_rate(),
         )
 
     def decide(self, view: View) -> int:

@@ -125,6 +125,20 @@ class View:
         rate(vllm:prompt_tokens_total[1m]) shows it: a prompt counts when its prefill ends."""
         return self._rate(self._e.scrape_in, window_s)
 
+    def request_rate(self, *, window_s: float = RATE_WINDOW_S) -> float:
+        """Requests/s whose first token fell in the window ending at the newest scrape, as
+        rate(..._count[1m]) of a latency histogram shows it."""
+        self._check(window_s)
+        if not self._e.scrape_t:
+            return 0.0
+        s = self._e.scrape_t[-1]
+        n = sum(
+            int(np.count_nonzero((at > s - window_s) & (at <= s)))
+            for hi, at, _ in self._e.ev_ttft
+            if hi > s - window_s
+        )
+        return n / min(window_s, s) if s > 0 else 0.0
+
     def p99(self, *, signal: str = "ttft", window_s: float = RATE_WINDOW_S) -> float | None:
         """P99 of TTFT ("ttft") or TPOT ("tpot") of requests whose first token (TTFT) or
         last token (TPOT) fell in the window ending at the newest scrape."""

@@ -55,7 +55,7 @@ def test_minimal_spec_gets_defaults_for_a_vllm_triton_on_one_gpu() -> None:
         spec.scaling.scale_down.stabilization_window_seconds,
         spec.scaling.scale_down.max_step,
     ) == (
-        300.0,
+        240.0,
         1,
     )
     assert spec.scaling.on_missing_metrics.behavior == "Hold"
@@ -226,3 +226,15 @@ def test_hpa_names_for_the_scaling_windows() -> None:
     assert spec.scaling.scale_up.stabilization_window_seconds == 15
     assert spec.scaling.scale_down.stabilization_window_seconds == 600
     assert spec.scaling.on_missing_metrics.behavior == "Floor"
+
+
+def test_a_length_aware_ttft_slo_reaches_the_policy_and_needs_the_ttft_signal() -> None:
+    from modelscale.control.scaling import policy_config  # noqa: PLC0415
+
+    slo = {"p99Seconds": 2.0, "perThousandPromptTokensSeconds": 0.5}
+    md = ModelDeployment.model_validate(body(scaling={"targets": {"latencySLO": slo}}))
+    assert policy_config(md.spec).ttft_slo_per_1k_prompt_seconds == 0.5
+    e2e = {**slo, "signal": "EndToEnd"}
+    with pytest.raises(ValidationError) as err:
+        ModelDeployment.model_validate(body(scaling={"targets": {"latencySLO": e2e}}))
+    assert "applies to signal TimeToFirstToken only" in str(err.value)

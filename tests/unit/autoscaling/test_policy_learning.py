@@ -176,14 +176,17 @@ def test_a_p99_far_over_the_slo_scales_by_the_overshoot() -> None:
 @pytest.mark.parametrize(
     ("adaptive", "within_s"),
     [
-        pytest.param(True, 0.0, id="learning-policy-at-once"),
+        # One horizon (120 s here) after the last request: the rate window's 60 s of
+        # silence, then 60 s more.
+        pytest.param(True, CONFIG.default_horizon_seconds - 60.0, id="learning-policy-1-horizon"),
         pytest.param(False, None, id="previous-policy-held-longer"),
     ],
 )
 def test_zero_demand_scales_down_without_hysteresis(adaptive: bool, within_s: float | None) -> None:
-    """3 replicas busy, then nothing at all over the rate window: down to 1 on the first
-    pass that sees it, not held by the 300 s stabilisation window, the one-step limit,
-    hysteresis or the forecast's slowly decaying level (the previous policy waits)."""
+    """3 replicas busy, then nothing at all: down to 1 once the demand has been zero for
+    one horizon (what a replica takes to come back), not held by the 300 s stabilisation
+    window, the one-step limit, hysteresis or the forecast's slowly decaying level (the
+    previous policy waits)."""
     config = replace(CONFIG, adaptive=adaptive)
     replicas, st, t = settle(config, rate=1200.0, replicas=3, p99=0.5)
     replicas = 3
@@ -203,6 +206,27 @@ def test_zero_demand_scales_down_without_hysteresis(adaptive: bool, within_s: fl
         assert reached is None or reached > 330.0
     else:
         assert reached is not None and reached <= within_s
+
+
+def test_a_gap_in_demand_shorter_than_a_horizon_keeps_the_replicas() -> None:
+    """Bursts with quiet minutes between them (azure-code): a replica given back during a
+    gap shorter than its start-up would not be back for the next burst. 30 s of silence
+    after a full rate window of none (90 s in all, less than the 120 s horizon), then the
+    load returns: the replicas are all still there."""
+    r0, st, t = settle(CONFIG, rate=2000.0, replicas=3, p99=0.5)
+    assert r0 > 1
+    replicas = r0
+    for _ in range(3):
+        rec, st = recommender.recommend(
+            obs(t, rate=0.0, replicas=replicas, prompt_token_rate=0.0), config=CONFIG, state=st
+        )
+        replicas = rec.replicas
+        t += 15.0
+    assert replicas == r0
+    rec, st = recommender.recommend(obs(t, rate=2000.0, replicas=replicas), config=CONFIG, state=st)
+    assert rec.replicas >= r0  # (the step response may ask for more: demand rose)
+    # The demand is back: the next silence is timed afresh.
+    assert state.load(st.model, config=CONFIG).idle_since is None
 
 
 def test_a_version_1_status_keeps_its_forecaster_and_relearns_capacity() -> None:

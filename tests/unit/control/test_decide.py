@@ -178,7 +178,7 @@ TWO = [pod("a"), pod("b")]
         pytest.param(
             fresh(0.0, p99=None),
             3,
-            1,  # zero demand: straight to minReplicas
+            2,  # zero demand, not yet for a horizon: the usual scale-down, one step
             "MinReplicas",
             "",
             id="no-traffic-no-p99-still-scales-down",

@@ -286,3 +286,20 @@ def test_streamed_replay_memory_does_not_grow_with_trace_length(tmp_path: Path) 
     # (per-window arrays grow by 8 B x windows, negligible).
     assert long_peak < 1.5 * short_peak
     assert long_peak < 8 * 8 * long_n  # far below one 8-byte array per request field
+
+
+def test_a_pool_keeps_every_column_through_take_and_cat() -> None:
+    """Pool's column list is read once (speed); every field still travels with a request."""
+    from dataclasses import fields  # noqa: PLC0415
+
+    from modelscale.simulate.pool import Pool  # noqa: PLC0415
+
+    n = 4
+    ids = np.arange(n, dtype=np.int64)
+    p = Pool.arrivals(
+        ids=ids, arr=ids * 0.5, inp=ids + 10, out=ids + 20, cached=ids, win=ids, prio=ids
+    )
+    assert all(c is getattr(p, f.name) for c, f in zip(p.columns(), fields(Pool), strict=True))
+    back = p.take(np.array([3, 1])).cat(p.take(np.array([0])))
+    for f in fields(Pool):
+        assert np.array_equal(getattr(back, f.name), getattr(p, f.name)[[3, 1, 0]])

@@ -64,6 +64,15 @@ def test_observations_are_what_the_operator_would_see() -> None:
         assert obs.queue_depth is not None and obs.queue_depth >= 0
     steady_rates = [o.token_rate for o in seen if 120 <= o.now <= 540]
     assert all(r is not None and abs(r - 300) < 45 for r in steady_rates)
+    # Requests/s and prompt tokens/s, as rate(..._count[1m]) and rate(prompt_tokens[1m])
+    # show them: 3 req/s of 500-token prompts, the mean prompt the length-aware SLO uses.
+    mid = [o for o in seen if 120 <= o.now <= 540]
+    assert all(o.request_rate is not None and abs(o.request_rate - 3.0) < 0.6 for o in mid)
+    prompts = [o.prompt_token_rate / o.request_rate for o in mid]  # type: ignore[operator]
+    assert all(abs(p - 500.0) < 1.0 for p in prompts)
+    # The benchmark's SLO reaches the policy with its per-1k-token allowance.
+    config = suite.make_policy("modelscale", setup).config  # type: ignore[attr-defined]
+    assert config.ttft_slo_per_1k_prompt_seconds == suite.DEFAULT_SLO.ttft_per_1k_input_s
     assert all(o.p99_seconds is not None and o.p99_seconds < 2.0 for o in seen)
 
 
