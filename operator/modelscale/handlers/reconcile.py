@@ -91,17 +91,19 @@ def child_deployment_event(
     rt = runtime.of(memo)
     if not rt.leader.holds():
         return
-    # The watch's copy when it has one (a GET per Deployment event was a third of a
-    # rollout's calls); a stale copy only costs a 409 and a re-read on the status write.
-    md_body = rt.cache.modeldeployment((namespace, owner)) or _fetch(
-        rt, namespace=namespace, name=owner
-    )
-    if md_body is None:
-        return  # the owner is gone; garbage collection removes the child
     # A status-only change (same generation as our last apply) refreshes only the owner's
     # status; a deletion or a spec change (a hand edit) converges the children.
     generation = body.get("metadata", {}).get("generation")
     deleted = event.get("type") == "DELETED"
+    # For a status-only refresh the watch's copy when it has one (a GET per Deployment
+    # event was a third of a rollout's calls; a stale copy only costs a 409 and a re-read
+    # on the status write). To converge the children, a fresh read: a stale copy's
+    # spec.replicas applied to the Deployment deleted a pod a new leader was warming.
+    status_only = not deleted and loop.answers_status_only((namespace, owner), generation)
+    cached = rt.cache.modeldeployment((namespace, owner)) if status_only else None
+    md_body = cached or _fetch(rt, namespace=namespace, name=owner)
+    if md_body is None:
+        return  # the owner is gone; garbage collection removes the child
     try:
         _reconcile(rt, md_body, child_generation=None if deleted else generation)
     except (kopf.PermanentError, NotLeaderError):

@@ -135,6 +135,14 @@ def _apply_children(
     return applied_all, None
 
 
+def answers_status_only(key: tuple[str, str], child_generation: int | None) -> bool:
+    """A child Deployment event at the generation our last apply left: only its status
+    moved, so the children need no apply (see `converge`)."""
+    last = _LAST_APPLIED.get(key)
+    ours = last.versions.get("Deployment") if last is not None else None
+    return child_generation is not None and ours is not None and ours.generation == child_generation
+
+
 def converge(
     api: client.ApiClient,
     md: ModelDeployment,
@@ -151,12 +159,7 @@ def converge(
     ModelDeployments, re-applying every child on every Deployment status change was
     most of the operator's calls."""
     involved = dict(body)
-    key = (md.namespace, md.name)
-    last = _LAST_APPLIED.get(key)
-    ours = last.versions.get("Deployment") if last is not None else None
-    status_only = (
-        child_generation is not None and ours is not None and ours.generation == child_generation
-    )
+    status_only = answers_status_only((md.namespace, md.name), child_generation)
     current = kube_apply.read_deployment(api, namespace=md.namespace, name=names.deployment(md))
     choice = replicas.choose(
         md.spec,
