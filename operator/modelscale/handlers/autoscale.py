@@ -83,10 +83,27 @@ async def autoscaler_start(memo: kopf.Memo, **kwargs: Any) -> None:
     indexes.attach(rt, kwargs)
     config = rt.config
     wake_scaling, wake_resync = asyncio.Event(), asyncio.Event()
+    # The first resync after taking the lease lists the ModelDeployments instead of reading
+    # the watch cache: a follower's kopf worker for a ModelDeployment waits in its handler
+    # until this replica leads, so the cached copy stops at the last event before that
+    # wait (a takeover resync applied a stale spec.replicas and deleted a pod the new
+    # leader was warming).
+    list_next = threading.Event()  # set in the event loop, read in the resync thread
 
     async def leading() -> None:
+        list_next.set()
         wake_scaling.set()
         wake_resync.set()
+
+    def resync() -> None:
+        listed = list_next.is_set()
+        list_next.clear()
+        reconcile.resync_all(
+            rt.resync_api or rt.api,
+            config=config,
+            now=time.time(),
+            cache=None if listed else rt.cache,
+        )
 
     async def stopped() -> None:
         return None
@@ -111,9 +128,7 @@ async def autoscaler_start(memo: kopf.Memo, **kwargs: Any) -> None:
             _every(
                 config.resync_interval,
                 "resync",
-                lambda: reconcile.resync_all(
-                    rt.resync_api or rt.api, config=config, now=time.time(), cache=rt.cache
-                ),
+                resync,
                 leader=rt.leader,
                 wake=wake_resync,
                 initial_delay=config.resync_interval,
