@@ -2,8 +2,8 @@
 
 `PolicyModel` is the typed view (a NamedTuple: `_replace` is cheap, and this runs on every
 call); `load`/`dump` convert it from and to the compact JSON in the resource's status
-(about 2 KB); `record_window` keeps the two stabilisation windows as monotone queues, a
-few entries rather than raw history. Pure: no clock, no I/O.
+(about 2 KB); `record_window` keeps the two stabilisation windows as monotone queues of
+change-points, a few entries rather than raw history. Pure: no clock, no I/O.
 """
 
 from __future__ import annotations
@@ -61,8 +61,11 @@ class PolicyModel(NamedTuple):
 
     fc: forecast_mod.SeasonalState
     cap: capacity_mod.CapacityState
-    down: tuple[tuple[float, int], ...]  # (time, replicas), replicas strictly decreasing
-    up: tuple[tuple[float, int], ...]  # (time, replicas), replicas strictly increasing
+    # The stabilisation windows as change-points (see `push`): (since, replicas), since
+    # non-decreasing; replicas strictly decreasing (down: a sliding max) or increasing
+    # (up: a sliding min); the last entry is the latest recommendation.
+    down: tuple[tuple[float, int], ...]
+    up: tuple[tuple[float, int], ...]
     since: float | None  # first time a recommendation entered the windows
     queue: float | None
     sample_time: float | None
@@ -110,8 +113,8 @@ def _parse(data: dict[str, Any], *, config: PolicyConfig) -> PolicyModel:
         cap=capacity.from_dict(data["cap"], target=target)
         if "cap" in data and data.get("ad", True) == config.adaptive
         else capacity.initial(target=target),
-        down=tuple((float(t), int(r)) for t, r in data.get("down", ())),
-        up=tuple((float(t), int(r)) for t, r in data.get("up", ())),
+        down=_window(data, key="wd", old_key="down"),
+        up=_window(data, key="wu", old_key="up"),
         since=None if since is None else float(since),
         queue=None if queue is None else float(queue),
         sample_time=None if ts is None else float(ts),
@@ -131,8 +134,8 @@ def dump(m: PolicyModel, *, config: PolicyConfig) -> dict[str, Any]:
         "ad": config.adaptive,  # the capacity bins' layout
         "fc": FORECASTER.to_dict(m.fc),
         "cap": CAPACITY.to_dict(m.cap),
-        "down": [[t, r] for t, r in m.down],
-        "up": [[t, r] for t, r in m.up],
+        "wd": [[t, r] for t, r in m.down],
+        "wu": [[t, r] for t, r in m.up],
         "since": m.since,
         "q": m.queue,
         "ts": m.sample_time,
@@ -146,6 +149,26 @@ def dump(m: PolicyModel, *, config: PolicyConfig) -> dict[str, Any]:
     }
 
 
+def _window(data: dict[str, Any], *, key: str, old_key: str) -> tuple[tuple[float, int], ...]:
+    if key in data:
+        return tuple((float(t), int(r)) for t, r in data[key])
+    return from_pass_queue(tuple((float(t), int(r)) for t, r in data.get(old_key, ())))
+
+
+def from_pass_queue(
+    queue: tuple[tuple[float, int], ...],
+) -> tuple[tuple[float, int], ...]:
+    """A window stored by an operator before change-points: a monotone queue of the
+    passes' (time, replicas), where a value counted until its own pass left the window.
+    Here a value counts until the next entry's `since`, so each entry takes the time of
+    the pass before it: the same values leave the window at the same times (an upgrade
+    keeps the window)."""
+    if not queue:
+        return ()
+    times = [queue[0][0], *(t for t, _ in queue[:-1])]
+    return tuple((t, r) for t, (_, r) in zip(times, queue, strict=True))
+
+
 def push(
     window: tuple[tuple[float, int], ...],
     *,
@@ -154,27 +177,32 @@ def push(
     keep: float,
     is_max: bool,
 ) -> tuple[tuple[float, int], ...]:
-    """Sliding-window max (or min) as a monotone queue: O(distinct values) entries."""
-    out = [(t, r) for t, r in window if t > now - keep]
-    while out and ((out[-1][1] <= replicas) if is_max else (out[-1][1] >= replicas)):
-        out.pop()
-    out.append((now, replicas))
+    """Sliding-window max (or min) of a recommendation that holds until it changes.
+
+    Entries are change-points (since, replicas): each value holds from its `since` until
+    the next entry's, the last one until now. A value that the new one dominates (<= for
+    a max) can never be the answer again, so it goes and the new value takes its `since`
+    (what it replaced counted until then). An entry leaves the window once the next one's
+    `since` is `keep` old. The same recommendation again changes nothing, so a steady
+    ModelDeployment's state does not move with the clock (no status write), and a state
+    read back after a restart is the window as it was."""
+    out = list(window)
+    if not out or out[-1][1] != replicas:
+        since = now
+        while out and ((out[-1][1] <= replicas) if is_max else (out[-1][1] >= replicas)):
+            since = out.pop()[0]
+        out.append((since, replicas))
+    while len(out) > 1 and out[1][0] <= now - keep:
+        out.pop(0)
     return tuple(out)
 
 
 def record_window(
     model: PolicyModel, *, now: float, replicas: int, config: PolicyConfig
 ) -> PolicyModel:
-    previous = model.down[-1][0] if model.down else None  # the newest entry: the last call
-    since = model.since
-    if (
-        since is None
-        or previous is None
-        or now - previous > config.scale_down_stabilization_seconds
-    ):
-        # No recommendation for a whole window (new state, or the operator was down):
-        # the window starts again, so no scale-down before it has been filled.
-        since = now
+    # `since` is set once: the windows say that each recommendation held until the next,
+    # which is also what the Deployment ran while the operator was down (it scales
+    # nothing then), so a restart continues the window instead of starting it again.
     return model._replace(
         down=push(
             model.down,
@@ -190,5 +218,5 @@ def record_window(
             keep=config.scale_up_stabilization_seconds,
             is_max=False,
         ),
-        since=since,
+        since=now if model.since is None else model.since,
     )
