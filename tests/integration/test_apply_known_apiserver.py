@@ -13,7 +13,7 @@ from prometheus_client import REGISTRY
 from modelscale.api.v1alpha1 import ModelDeployment
 from modelscale.kube import apply as kube_apply
 from modelscale.kube import client as kube_client
-from modelscale.resources import service
+from modelscale.resources import pdb, service
 
 pytestmark = pytest.mark.cluster
 
@@ -60,3 +60,37 @@ def test_known_versions_name_every_outcome_without_a_read(
     core.delete_namespaced_service("known", ns)
     again = kube_apply.apply(counting, desired, known=edited.version)
     assert again.outcome is kube_apply.Outcome.CREATED
+
+
+def test_a_status_write_by_another_controller_is_not_an_update(
+    kube_api: client.ApiClient, ns: str
+) -> None:
+    """The disruption controller writes a PDB's status (its resourceVersion moves); the
+    next apply is unchanged, so a resync posts no `PodDisruptionBudgetUpdated` event. A
+    hand edit of its spec still reads as updated."""
+    md = ModelDeployment.model_validate(
+        {
+            "metadata": {"name": "known-pdb", "namespace": ns, "uid": str(uuid.uuid4())},
+            "spec": {"model": {"name": "toy_llm", "repository": "/models"}, "minReplicas": 2},
+        }
+    )
+    desired = pdb.build(md)
+    desired["metadata"].pop("ownerReferences")
+    name = desired["metadata"]["name"]
+    first = kube_apply.apply(kube_api, desired)
+    assert first.version is not None
+    policy = client.PolicyV1Api(kube_api)
+    policy.patch_namespaced_pod_disruption_budget_status(
+        name,
+        ns,
+        {"status": {"currentHealthy": 1, "desiredHealthy": 1, "disruptionsAllowed": 0,
+                    "expectedPods": 2, "observedGeneration": 1}},
+    )  # fmt: skip
+    moved = policy.read_namespaced_pod_disruption_budget(name, ns)
+    assert moved.metadata.resource_version != first.version.resource_version
+    same = kube_apply.apply(kube_api, desired, known=first.version)
+    assert same.outcome is kube_apply.Outcome.UNCHANGED
+
+    policy.patch_namespaced_pod_disruption_budget(name, ns, {"spec": {"maxUnavailable": 7}})
+    edited = kube_apply.apply(kube_api, desired, known=same.version)
+    assert edited.outcome is kube_apply.Outcome.UPDATED

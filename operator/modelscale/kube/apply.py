@@ -167,27 +167,40 @@ def _send(
     ).data
 
 
+# Kinds whose status a controller writes (the resourceVersion moves without any change
+# of ours) and whose metadata.generation moves only with the spec: an apply is unchanged
+# when the generation is the one our last apply left. By resourceVersion, every resync
+# reported the PDB the disruption controller had touched as updated (an event each).
+STATUS_WRITTEN_KINDS = frozenset({"Deployment", "PodDisruptionBudget"})
+
+
 def _outcome(
-    desired: dict[str, Any], before: str | None, after: Any, *, known_uid: str | None = None
+    desired: dict[str, Any], before: str | None, after: Any, *, known: Known | None = None
 ) -> Applied:
     kind, name = desired["kind"], desired["metadata"]["name"]
     meta = getattr(after, "metadata", None)
     uid = getattr(meta, "uid", None)
-    if before is None or (known_uid is not None and uid != known_uid):
+    generation = getattr(meta, "generation", None)
+    same_spec = (
+        known is not None
+        and kind in STATUS_WRITTEN_KINDS
+        and known.generation is not None
+        and generation == known.generation
+    )
+    if before is None or (known is not None and uid != known.uid):
         outcome = Outcome.CREATED
-    elif _resource_version(after) == before:
+    elif _resource_version(after) == before or same_spec:
         outcome = Outcome.UNCHANGED
     else:
         outcome = Outcome.UPDATED
     log.info("%s %s/%s %s", kind, desired["metadata"]["namespace"], name, outcome)
     version = _resource_version(after)
-    generation = getattr(meta, "generation", None)
-    known = (
+    now_known = (
         Known(resource_version=version, uid=str(uid), generation=generation)
         if version and uid
         else None
     )
-    return Applied(kind=kind, name=name, outcome=outcome, version=known)
+    return Applied(kind=kind, name=name, outcome=outcome, version=now_known)
 
 
 def dry_run_all(
@@ -273,7 +286,7 @@ def apply(
     before: str | None = precondition
     if precondition is None and known is not None:
         after = _send(api, ops, desired, None, dry_run=False)
-        return _outcome(desired, known.resource_version, after, known_uid=known.uid)
+        return _outcome(desired, known.resource_version, after, known=known)
     if precondition is None:
         try:
             before = _resource_version(ops.read(meta["name"], meta["namespace"]))
