@@ -89,3 +89,11 @@ class Cache:
         if not self.ready() or self._running is None:
             return None
         return {key: values[-1] for key, values in _snapshot(self._running).items()}
+
+    def running_of(self, key: Key) -> Running | None:
+        """What one ModelDeployment's Deployment runs as last seen; None when absent or
+        not synced (then read it)."""
+        if not self.ready() or self._running is None:
+            return None
+        values = list(self._running.get(key) or ())
+        return values[-1] if values else None
