@@ -33,11 +33,34 @@ async def modelscale_pods(body: kopf.Body, **_: Any) -> dict[Key, PodFacts]:
     return {(facts.namespace, facts.modeldeployment): facts}
 
 
+# What the loops never read of a ModelDeployment's body: the apiserver's field
+# ownership, kubectl's copy of the whole object, and kopf's own bookkeeping in status (its
+# copy of the spec). Kept, they held the whole watch event alive for every object.
+UNREAD_METADATA = frozenset({"managedFields"})
+UNREAD_ANNOTATIONS = frozenset({"kubectl.kubernetes.io/last-applied-configuration"})
+UNREAD_STATUS = frozenset({"kopf"})
+
+
+def slim(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The body as the loops read it (ModelDeployment.model_validate, the status compared
+    before a write, an event's involvedObject), without what they never read."""
+    meta = {k: v for k, v in (body.get("metadata") or {}).items() if k not in UNREAD_METADATA}
+    annotations = meta.get("annotations")
+    if isinstance(annotations, Mapping) and UNREAD_ANNOTATIONS & annotations.keys():
+        meta["annotations"] = {k: v for k, v in annotations.items() if k not in UNREAD_ANNOTATIONS}
+    out = {k: v for k, v in body.items() if k not in ("metadata", "status")}
+    out["metadata"] = meta
+    status = body.get("status")
+    if isinstance(status, Mapping):
+        out["status"] = {k: v for k, v in status.items() if k not in UNREAD_STATUS}
+    return out
+
+
 @kopf.index(GROUP, VERSION, PLURAL, id=MODELDEPLOYMENTS)
 async def modelscale_modeldeployments(
     body: kopf.Body, namespace: str | None, name: str | None, **_: Any
 ) -> dict[Key, dict[str, Any]]:
-    return {(namespace or "", name or ""): dict(body)}
+    return {(namespace or "", name or ""): slim(body)}
 
 
 @kopf.index(
