@@ -147,8 +147,10 @@ def run_pass(
     api: client.ApiClient, *, config: OperatorConfig, now: float, cache: Cache | None = None
 ) -> list[breaker.Verdict]:
     """One pass over every ModelDeployment with a circuit breaker; returns what it did.
-    With a synced `cache` it lists nothing."""
+    With a `cache` it lists nothing (and waits until it is synced)."""
     watched: list[tuple[ModelDeployment, Mapping[str, Any], CircuitBreaker]] = []
+    if cache is not None and not cache.ready():
+        return []  # until the watches' first listing (as the scaling pass)
     cached_mds = cache.modeldeployments() if cache is not None else None
     if cached_mds is None:
         cached_mds = reads.list_modeldeployments(api, namespaces=config.namespaces)
