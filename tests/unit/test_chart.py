@@ -73,6 +73,8 @@ def find(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
         pytest.param("serviceMonitor.interval=30", "/serviceMonitor/interval", id="bad-duration"),
         pytest.param("watchNamespaces={Team_A}", "/watchNamespaces/0", id="bad-namespace"),
         pytest.param("crds.install=maybe", "/crds/install", id="not-a-bool"),
+        pytest.param("extraEnv[0].value=x", "missing property 'name'", id="env-without-name"),
+        pytest.param("mallocArenaMax=0", "/mallocArenaMax", id="no-arenas"),
     ],
 )
 def test_schema_refuses_a_bad_value_at_template_time(value: str, message: str) -> None:
@@ -92,6 +94,7 @@ def test_schema_refuses_a_bad_value_at_template_time(value: str, message: str) -
         "imagePullSecrets[0].name=regcred",
         "podMonitor.interval=1m30s",
         "tolerations[0].operator=Exists",
+        "mallocArenaMax=null",
     ],
 )
 def test_schema_accepts_good_values(value: str) -> None:
@@ -357,3 +360,17 @@ def test_make_image_builds_with_the_first_builder_found(tmp_path: pathlib.Path) 
     )
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "called").read_text() == f"{ROOT} build -t reg/op:1 .\n"
+
+
+def _operator_env(*values: str) -> dict[str, Any]:
+    (dep,) = [d for d in find(template(*values), "Deployment")]
+    (container,) = dep["spec"]["template"]["spec"]["containers"]
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
+
+
+def test_operator_runs_with_two_malloc_arenas_and_the_extra_env() -> None:
+    env = _operator_env("extraEnv[0].name=PYTHONTRACEMALLOC", "extraEnv[0].value=a")
+    assert env["MALLOC_ARENA_MAX"] == "2"
+    assert env["PYTHONTRACEMALLOC"] == "a"
+    assert "POD_NAME" in env  # the chart's own entries stay
+    assert "MALLOC_ARENA_MAX" not in _operator_env("mallocArenaMax=null")

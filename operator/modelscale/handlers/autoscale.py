@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import ctypes
+import ctypes.util
 import logging
 import threading
 import time
@@ -27,6 +29,30 @@ from modelscale.leader import Leadership
 from modelscale.loops import breaker, reconcile, scaling
 
 log = logging.getLogger(__name__)
+
+
+def _malloc_trim() -> Callable[[], object]:
+    """glibc's malloc_trim(0), or nothing elsewhere (musl, macOS)."""
+    try:
+        trim = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return lambda: None
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return lambda: trim(0)
+
+
+# After each pass: give the pages the pass freed back to the system. A pass decodes a
+# burst of responses in its own thread, and glibc keeps what a thread freed in that
+# thread's arena (RSS that only grows); no library offers this, hence ctypes.
+release_memory = _malloc_trim()
+
+
+def _then_trim(work: Callable[[], object]) -> None:
+    try:
+        work()
+    finally:
+        release_memory()  # in the loop's thread: the event loop is not held up
+
 
 LOOPS = "modelscale-loops"
 # One thread per periodic loop (scaling, resync, breaker).
@@ -65,7 +91,7 @@ async def _every(
                 # in threads of their own: asyncio's default pool is where the create and
                 # resume handlers reconcile, and behind a thousand of those the scaling
                 # pass did not start for minutes (the liveness probe then failed).
-                await asyncio.get_running_loop().run_in_executor(LOOP_THREADS, work)
+                await asyncio.get_running_loop().run_in_executor(LOOP_THREADS, _then_trim, work)
             else:
                 idle()
         except NotLeaderError as err:
