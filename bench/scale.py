@@ -44,6 +44,12 @@ NAMESPACES = int(os.environ.get("NAMESPACES", "10"))
 REAL = int(os.environ.get("REAL", "3"))
 SOAK_SECONDS = float(os.environ.get("SOAK_SECONDS", "600"))
 CONVERGE_SECONDS = float(os.environ.get("CONVERGE_SECONDS", "1800"))
+# Memory diagnostics (docs/scale.md): a report in the operator's log every
+# MEMORY_REPORT seconds, tracemalloc with TRACEMALLOC frames; ARENA_MAX sets the chart's
+# mallocArenaMax ("null": glibc's default), for before/after figures.
+MEMORY_REPORT = os.environ.get("MEMORY_REPORT", "")
+TRACEMALLOC = os.environ.get("TRACEMALLOC", "")
+ARENA_MAX = os.environ.get("ARENA_MAX", "")
 SAMPLE_SECONDS = 5.0
 INTERVAL = 15  # the chart's default scaling interval
 BULK_NODES = 4
@@ -162,6 +168,58 @@ def operator_pid(core: Any, pod: Any) -> int:
     raise SystemExit(f"the operator pod {name} names no process after 60 s: {statuses}\n{tail}")
 
 
+def diagnostics() -> list[str]:
+    """`helm install` arguments for the memory diagnostics asked for, if any."""
+    env = {"MODELSCALE_MEMORY_REPORT_SECONDS": MEMORY_REPORT, "PYTHONTRACEMALLOC": TRACEMALLOC}
+    out: list[str] = []
+    for i, (name, value) in enumerate((k, v) for k, v in env.items() if v):
+        out += ["--set", f"extraEnv[{i}].name={name}"]
+        out += ["--set-string", f"extraEnv[{i}].value={value}"]
+    return out
+
+
+def last_memory_report(pod: Any) -> str | None:
+    """The newest memory report in the operator pod's log (MEMORY_REPORT set)."""
+    logs = sorted(POD_LOGS.glob(f"{operator_chart.OPERATOR_NAMESPACE}_{pod.metadata.name}_*.log"))
+    text = "\n".join(path.read_text(errors="replace") for path in logs)
+    start = text.rfind("memory report:")
+    if start < 0:
+        return None
+    report = []
+    for line in text[start:].splitlines()[1:]:
+        if not (line.startswith("  ") or line.startswith("traced ")):
+            break
+        report.append(line)
+    return "\n".join(report) or None
+
+
+def current_operator(core: Any, op: Any, pid: int) -> tuple[Any, int]:
+    """The operator pod and its process as of now: the process id changes when the
+    container restarts, the pod when it is replaced."""
+    try:
+        return op, operator_pid(core, op)
+    except (SystemExit, ApiException):
+        fresh = wait_for_operator(core)
+        return fresh, operator_pid(core, fresh)
+
+
+def events_since(core: Any, *, namespaces: list[str], since: float) -> dict[str, int]:
+    """Events created in `namespaces` since `since` (wall time), by reason and source
+    (`modelscale` or other): which events repeat at steady state."""
+    out: dict[str, int] = {}
+    for ns in namespaces:
+        for ev in core.list_namespaced_event(ns).items:
+            created = ev.metadata.creation_timestamp
+            if created is None or created.timestamp() < since:
+                continue
+            source = (ev.source.component if ev.source else None) or ev.reporting_component
+            key = f"{ev.reason} ({source or '?'})"
+            if key not in out:
+                log(f"event {key} on {ns}/{ev.involved_object.name}: {ev.message}")
+            out[key] = out.get(key, 0) + 1
+    return out
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else 0.0
@@ -190,15 +248,16 @@ def main() -> int:
                 *operator_chart.install_args(
                     prometheus_url=info.prometheus_url,
                     values=(f"autoscaler.intervalSeconds={INTERVAL}", "replicas=1",
-                            "leaderElection.enabled=false", "logLevel=WARNING"),
+                            "leaderElection.enabled=false", "logLevel=WARNING",
+                            *((f"mallocArenaMax={ARENA_MAX}",) if ARENA_MAX else ())),
                 ),
+                *diagnostics(),
             ],
             capture_output=True, text=True, check=False, timeout=300,
         )  # fmt: skip
         if proc.returncode != 0:
             raise SystemExit(f"helm install failed: {proc.stdout}{proc.stderr}")
         op = wait_for_operator(core)
-        metrics_url = f"http://{op.status.pod_ip}:8080/metrics"
         pid = operator_pid(core, op)
         want = 0
         created = time.monotonic()
@@ -247,12 +306,13 @@ def main() -> int:
         log(f"converged in {converged:.0f} s; soaking {SOAK_SECONDS:.0f} s")
         kubectl = Kubectl(info.bin_dir, info.kubeconfig)
         api_before = apiserver_requests(kubectl)
+        soak_wall = time.time()
         start = time.monotonic()
         last_pass_at = None
         prev: tuple[float, float] | None = None
         passes: list[float] = []
         while time.monotonic() - start < SOAK_SECONDS:
-            m = scrape(metrics_url)
+            m = scrape(f"http://{op.status.pod_ip}:8080/metrics")
             at = m.get("modelscale_autoscaler_last_pass_timestamp_seconds")
             if at != last_pass_at:
                 last_pass_at = at
@@ -264,7 +324,9 @@ def main() -> int:
                     if prev is not None and count > prev[1]:
                         passes.append((total - prev[0]) / (count - prev[1]))
                     prev = (total, count)
-            pid = operator_pid(core, op) if not os.path.exists(f"/proc/{pid}") else pid
+            # The running operator's process each sample: a restarted container has a new
+            # one (following the first pid read 0 connections after a restart).
+            op, pid = current_operator(core, op, pid)
             samples.append(
                 {
                     "t": round(time.monotonic() - start, 1),
@@ -276,6 +338,7 @@ def main() -> int:
             time.sleep(SAMPLE_SECONDS)
         api_after = apiserver_requests(kubectl)
         api_minutes = (time.monotonic() - start) / 60
+        soak_events = events_since(core, namespaces=namespaces, since=soak_wall)
         first, last = samples[0], samples[-1]
         minutes = (last["t"] - first["t"]) / 60 or 1.0
 
@@ -328,12 +391,23 @@ def main() -> int:
                 for k, v in sorted(api_after.items())
                 if v - api_before.get(k, 0.0) > 0
             },
+            "events_per_minute_by_reason": {
+                reason: round(n / api_minutes, 1) for reason, n in sorted(soak_events.items())
+            },
             "status_writes_per_minute": rate("modelscale_status_writes_total"),
             "status_writes_skipped_per_minute": rate("modelscale_status_writes_skipped_total"),
+            "status_write_conflicts_per_minute": {
+                writer: rate(f"modelscale_status_write_conflicts_total{{writer={writer}}}")
+                for writer in ("scaling", "reconcile")
+            },
             "series": series,
             "source": "the operator's own /metrics (its client's request counter) and "
             "/proc/<pid>/net/tcp of its network namespace",
         }
+        report = last_memory_report(op)
+        if report:
+            result["memory_report"] = report.splitlines()
+            print(report)
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
         RESULTS.write_text(json.dumps(result, indent=1) + "\n")
         summary = {k: v for k, v in result.items() if k != "series"}

@@ -3,8 +3,13 @@ the scaling loop's, the Prometheus batcher's and the warm-up's."""
 
 from __future__ import annotations
 
+import collections
+import gc
+import logging
+import os
 import threading
 import time
+import tracemalloc
 
 from prometheus_client import Counter, Gauge, Histogram
 
@@ -72,6 +77,12 @@ STATUS_WRITES = Counter(
 STATUS_WRITES_SKIPPED = Counter(
     "modelscale_status_writes_skipped",
     "ModelDeployment status patches not sent because they would not change the status",
+)
+STATUS_CONFLICTS = Counter(
+    "modelscale_status_write_conflicts",
+    "ModelDeployment status patches refused (409) because the object had changed since "
+    "it was read (re-read and rebuilt); by who wrote: scaling or reconcile",
+    ["writer"],
 )
 KUBE_REQUESTS = Counter(
     "modelscale_kube_requests",
@@ -201,3 +212,42 @@ def forget(*, namespace: str, name: str) -> int:
             metric.remove(*values)
             removed += 1
     return removed
+
+
+# --------------------------------------------------------------------------- memory
+
+MEMORY_REPORT_ENV = "MODELSCALE_MEMORY_REPORT_SECONDS"
+
+
+def memory_report(*, top: int = 15) -> str:
+    """Where the heap goes, for `make bench-scale`: the largest allocation sites when
+    tracemalloc traces (PYTHONTRACEMALLOC=N in the environment) and the most numerous
+    object types."""
+    lines = []
+    if tracemalloc.is_tracing():
+        current, peak = tracemalloc.get_traced_memory()
+        lines.append(f"traced {current / 2**20:.1f} MiB (peak {peak / 2**20:.1f} MiB)")
+        stats = tracemalloc.take_snapshot().statistics("lineno")
+        lines += [f"  {s.size / 2**20:8.2f} MiB {s.count:8d} {s.traceback}" for s in stats[:top]]
+    counts = collections.Counter(type(o).__name__ for o in gc.get_objects())
+    lines += [f"  {n:9d} {name}" for name, n in counts.most_common(top)]
+    return "\n".join(lines)
+
+
+def start_memory_reports() -> None:
+    """Log `memory_report` every MODELSCALE_MEMORY_REPORT_SECONDS (unset: never)."""
+    raw = os.environ.get(MEMORY_REPORT_ENV) or "0"
+    try:
+        every = float(raw)
+    except ValueError:
+        raise SystemExit(f"{MEMORY_REPORT_ENV}={raw!r}: give seconds between reports") from None
+    if every <= 0:
+        return
+    log = logging.getLogger("modelscale.memory")
+
+    def run() -> None:
+        while True:
+            time.sleep(every)
+            log.warning("memory report:\n%s", memory_report())
+
+    threading.Thread(target=run, name="memory-report", daemon=True).start()

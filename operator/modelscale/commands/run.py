@@ -16,7 +16,7 @@ import kopf
 import prometheus_client
 from kubernetes import client
 
-from modelscale import leader
+from modelscale import leader, telemetry
 from modelscale.config import DEFAULT_PROMETHEUS_URL, OperatorConfig
 from modelscale.kube import client as kube_client
 from modelscale.kube import lease
@@ -281,6 +281,7 @@ def main(argv: list[str]) -> int:
     )
 
     prometheus_client.start_http_server(args.metrics_port)
+    telemetry.start_memory_reports()
     kopf.run(
         settings=build_settings(args),
         standalone=True,

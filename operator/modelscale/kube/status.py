@@ -77,6 +77,7 @@ def patch_status_guarded(
     build: StatusBuilder,
     attempts: int = 3,
     volatile: Sequence[tuple[str, ...]] = (),
+    writer: str = "reconcile",
 ) -> bool:
     """Merge-patch the status `build(conditions)` computes from the conditions of the
     object as it was read, only if the object is still at that resourceVersion. A merge
@@ -89,7 +90,8 @@ def patch_status_guarded(
     at 1,000 ModelDeployments a write per pass per object was most of the operator's
     calls. Nor when it would change only the `volatile` fields (paths of keys below
     status, such as state that moves with the clock alone): the caller passes them only
-    on passes where it does not want that state written. Returns whether it wrote."""
+    on passes where it does not want that state written. `writer` labels the conflict
+    counter. Returns whether it wrote."""
     meta = body["metadata"]
     namespace, name = meta["namespace"], meta["name"]
     version = meta.get("resourceVersion")
@@ -109,6 +111,8 @@ def patch_status_guarded(
             telemetry.STATUS_WRITES.inc()
             return True
         except ApiException as err:
+            if err.status == 409:
+                telemetry.STATUS_CONFLICTS.labels(writer).inc()
             if err.status != 409 or attempt == attempts - 1:
                 raise
         fresh = reads.get_modeldeployment(api, namespace=namespace, name=name)
