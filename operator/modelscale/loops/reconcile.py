@@ -330,6 +330,14 @@ def reconcile(
         raise RetryError(f"Kubernetes API error: {err.status} {err.reason}", delay=10) from err
 
 
+def _as_now(cache: Cache, listed: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The watch's copy as it is now, not as when the resync began: at --resync-qps a
+    resync of 1,000 takes ten minutes, and a status patch from a copy that old was refused
+    (409) and read again for every ModelDeployment written meanwhile."""
+    meta = listed["metadata"]
+    return cache.modeldeployment((meta.get("namespace", ""), meta.get("name", "")))
+
+
 def resync_all(
     api: client.ApiClient, *, config: OperatorConfig, now: float, cache: Cache | None = None
 ) -> None:
@@ -338,10 +346,16 @@ def resync_all(
     task, not by a kopf timer: kopf puts a finalizer on every object a timer runs for,
     and a finalizer on the user's object is drift for GitOps and blocks deletion while
     the operator is down."""
-    bodies = cache.modeldeployments() if cache is not None else None
-    if bodies is None:
-        bodies = reads.list_modeldeployments(api, namespaces=config.namespaces)
-    for body in bodies:
+    cached = cache.modeldeployments() if cache is not None else None
+    bodies = (
+        cached
+        if cached is not None
+        else reads.list_modeldeployments(api, namespaces=config.namespaces)
+    )
+    for listed in bodies:
+        body = _as_now(cache, listed) if cache is not None and cached is not None else listed
+        if body is None:
+            continue  # deleted meanwhile
         try:
             reconcile(
                 api, body, now=now, allow_privileged=config.allow_privileged_pods, cache=cache
