@@ -220,6 +220,24 @@ def events_since(core: Any, *, namespaces: list[str], since: float) -> dict[str,
     return out
 
 
+def drift(t: list[float], values: list[float]) -> dict[str, float]:
+    """Flatness over the soak: the mean of the first and of the last minute, and the
+    least-squares slope per minute over all of it."""
+    if not values:
+        return {}
+    first = [v for x, v in zip(t, values, strict=True) if x <= t[0] + 60] or values[:1]
+    last = [v for x, v in zip(t, values, strict=True) if x >= t[-1] - 60] or values[-1:]
+    n = len(values)
+    mt, mv = sum(t) / n, sum(values) / n
+    var = sum((x - mt) ** 2 for x in t)
+    slope = sum((x - mt) * (v - mv) for x, v in zip(t, values, strict=True)) / var if var else 0.0
+    return {
+        "first_minute": round(statistics.fmean(first), 2),
+        "last_minute": round(statistics.fmean(last), 2),
+        "slope_per_minute": round(slope * 60, 3),
+    }
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else 0.0
@@ -391,6 +409,10 @@ def main() -> int:
                 for k, v in sorted(api_after.items())
                 if v - api_before.get(k, 0.0) > 0
             },
+            "soak_drift": {
+                key: drift(series["t"], [float(v) for v in series[key]])
+                for key in ("rss_mib", "connections", "asyncio_tasks", "threads", "open_fds")
+            },
             "events_per_minute_by_reason": {
                 reason: round(n / api_minutes, 1) for reason, n in sorted(soak_events.items())
             },
@@ -446,6 +468,18 @@ def table(result: dict[str, Any]) -> str:
         converged += " (NOT all pods Ready)"
     writes = result["status_writes_per_minute"]
     skipped = result["status_writes_skipped_per_minute"]
+    conflicts = list(result.get("status_write_conflicts_per_minute", {}).values())
+    events = result.get("events_per_minute_by_reason", {})
+
+    def flat(key: str) -> str:
+        d = result.get("soak_drift", {}).get(key)
+        if not d:
+            return ""
+        return (
+            f"; first minute {d['first_minute']:g}, last {d['last_minute']:g}, "
+            f"slope {d['slope_per_minute']:+g}/min"
+        )
+
     rows = [
         ("ModelDeployments (real) / pods", f"{mds} ({real}) / {pods}"),
         ("converged (all pods Ready)", converged),
@@ -453,13 +487,15 @@ def table(result: dict[str, Any]) -> str:
         ("scaling pass p50 / p99 / max", f"{p['p50']} / {p['p99']} / {p['max']} s"),
         (
             "operator RSS first → last (peak)",
-            f"{rss['first']} → {rss['last']} MiB (peak {rss['peak']})",
+            f"{rss['first']} → {rss['last']} MiB (peak {rss['peak']}){flat('rss_mib')}",
         ),
         ("operator client requests/min", f"{total:.0f}: {top}"),
         ("apiserver requests/min, all clients", api_top or "—"),
         ("status writes/min (skipped/min)", f"{writes} ({skipped})"),
-        ("open TCP connections", over_time("connections")),
-        ("asyncio tasks", over_time("asyncio_tasks")),
+        ("status write conflicts/min (scaling, reconcile)", ", ".join(map(str, conflicts)) or "—"),
+        ("events/min by reason", ", ".join(f"{k} {v:g}" for k, v in events.items()) or "none"),
+        ("open TCP connections", over_time("connections") + flat("connections")),
+        ("asyncio tasks", over_time("asyncio_tasks") + flat("asyncio_tasks")),
         ("threads", over_time("threads")),
         ("open fds", over_time("open_fds")),
     ]
