@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass, fields
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -20,73 +18,185 @@ I64 = NDArray[np.int64]
 MAX_IDS = 1 << 30  # request ids below this leave room for the class in a queue's sort key
 
 
-@dataclass
-class Pool:
-    """Requests as a struct of arrays: every pool (gateway, pod queues, admitted) has every
-    field; those a pool does not use stay zero."""
+# Rows of `Pool.ints` / `Active.ints`, and of `Pool.flts` / `Active.flts`.
+_ID, _INP, _OUT, _CACHED, _WIN, _POD, _PRIO = range(7)
+_ARR, _RESERVE, _FTT, _REM = range(4)
+_N_INTS, _N_POOL_FLTS, _N_ACTIVE_FLTS = 7, 2, 4
 
-    id: I64
-    arr: F64
-    inp: I64
-    out: I64
-    cached: I64
-    win: I64
-    pod: I64
-    cold: NDArray[np.bool_]
-    reserve: F64
-    ftt: F64
-    rem: F64
-    prio: I64  # priority class (serving.py); 0 without a serving policy
+
+class Pool:
+    """Requests waiting for admission (the gateway's, the pods' queues) as two 2-D arrays
+    with one row per field: integer fields (`ints`) and float fields (`flts`). A take, cat,
+    insert or delete is two NumPy calls whatever the number of fields (one call per field
+    was a quarter of a replay's time). Fields are row views; assigning one writes into it."""
+
+    __slots__ = ("flts", "ints")
+
+    def __init__(self, ints: I64, flts: F64) -> None:
+        self.ints = ints
+        self.flts = flts
 
     @classmethod
     def empty(cls) -> Pool:
-        i, f = np.zeros(0, dtype=np.int64), np.zeros(0)
-        return cls(i, f, i, i, i, i, i, np.zeros(0, dtype=bool), f, f, f, i)
+        return cls(_EMPTY_INTS, _EMPTY_FLTS)
 
     @classmethod
     def arrivals(
         cls, *, ids: I64, arr: F64, inp: I64, out: I64, cached: I64, win: I64, prio: I64
     ) -> Pool:
-        n = ids.size
-        i, f = np.zeros(n, dtype=np.int64), np.zeros(n)
-        reserve = (inp + out).astype(np.float64)  # the whole context, held in the KV cache
-        b = np.zeros(n, dtype=bool)
-        return cls(ids, arr, inp, out, cached, win, i, b, reserve, f, f, prio)
+        ints = np.zeros((_N_INTS, ids.size), dtype=np.int64)
+        ints[_ID], ints[_INP], ints[_OUT], ints[_CACHED] = ids, inp, out, cached
+        ints[_WIN], ints[_PRIO] = win, prio
+        flts = np.empty((_N_POOL_FLTS, ids.size))
+        flts[_ARR] = arr
+        flts[_RESERVE] = inp + out  # the whole context, held in the KV cache
+        return cls(ints, flts)
 
     @property
     def size(self) -> int:
-        return int(self.id.size)
+        return int(self.ints.shape[1])
 
-    def columns(self) -> tuple[NDArray[Any], ...]:
-        """Every field, in declaration order (the columns differ in dtype)."""
-        return tuple(getattr(self, name) for name in _POOL_FIELDS)
+    @property
+    def id(self) -> I64:
+        return self.ints[_ID]
+
+    @property
+    def inp(self) -> I64:
+        return self.ints[_INP]
+
+    @property
+    def out(self) -> I64:
+        return self.ints[_OUT]
+
+    @property
+    def cached(self) -> I64:
+        return self.ints[_CACHED]
+
+    @property
+    def win(self) -> I64:
+        return self.ints[_WIN]
+
+    @property
+    def pod(self) -> I64:
+        return self.ints[_POD]
+
+    @pod.setter
+    def pod(self, value: I64) -> None:
+        self.ints[_POD] = value
+
+    @property
+    def prio(self) -> I64:
+        """Priority class (serving.py); 0 without a serving policy."""
+        return self.ints[_PRIO]
+
+    @property
+    def arr(self) -> F64:
+        return self.flts[_ARR]
+
+    @property
+    def reserve(self) -> F64:
+        return self.flts[_RESERVE]
 
     def insert(self, pos: I64, other: Pool) -> Pool:
         """`other`'s requests inserted before the positions `pos` (np.insert)."""
-        pairs = zip(self.columns(), other.columns(), strict=True)
-        return Pool(*(np.insert(a, pos, b) for a, b in pairs))
+        return Pool(
+            np.insert(self.ints, pos, other.ints, axis=1),
+            np.insert(self.flts, pos, other.flts, axis=1),
+        )
 
     def delete(self, idx: I64) -> Pool:
-        return Pool(*(np.delete(a, idx) for a in self.columns()))
-
-    def slice(self, a: int, b: int) -> Pool:
-        return Pool(*(c[a:b] for c in self.columns()))
+        return Pool(np.delete(self.ints, idx, axis=1), np.delete(self.flts, idx, axis=1))
 
     def take(self, idx: NDArray[np.generic]) -> Pool:
-        # Lists, not generators, over the column tuple read once: take and cat run several
-        # times per tick, and the generator over dataclass fields cost a tenth of a replay.
-        return Pool(*[getattr(self, n)[idx] for n in _POOL_FIELDS])
+        return Pool(self.ints[:, idx], self.flts[:, idx])
 
     def cat(self, other: Pool) -> Pool:
         if self.size == 0:
             return other
         if other.size == 0:
             return self
-        return Pool(*[np.concatenate((getattr(self, n), getattr(other, n))) for n in _POOL_FIELDS])
+        return Pool(
+            np.concatenate((self.ints, other.ints), axis=1),
+            np.concatenate((self.flts, other.flts), axis=1),
+        )
 
 
-# Read once: dataclasses.fields() on every take/cat was a tenth of a replay's time.
-_POOL_FIELDS = tuple(f.name for f in fields(Pool))
+_EMPTY_INTS: I64 = np.zeros((_N_INTS, 0), dtype=np.int64)
+_EMPTY_FLTS: F64 = np.zeros((_N_POOL_FLTS, 0))
+
+
+class Active:
+    """Admitted requests (prefilling or decoding), in admission order, in buffers with
+    spare capacity: admitting appends in place instead of re-allocating every field each
+    tick. Finished requests stay as tombstones (first token at inf, nothing left, a
+    reservation of 1) until `compact` drops them; the fields are views of the used part."""
+
+    def __init__(self) -> None:
+        self.ints: I64 = np.zeros((_N_INTS, 64), dtype=np.int64)
+        self.flts: F64 = np.zeros((_N_ACTIVE_FLTS, 64))
+        self.n = 0
+
+    @property
+    def id(self) -> I64:
+        return self.ints[_ID, : self.n]
+
+    @property
+    def inp(self) -> I64:
+        return self.ints[_INP, : self.n]
+
+    @property
+    def out(self) -> I64:
+        return self.ints[_OUT, : self.n]
+
+    @property
+    def pod(self) -> I64:
+        return self.ints[_POD, : self.n]
+
+    @property
+    def arr(self) -> F64:
+        return self.flts[_ARR, : self.n]
+
+    @property
+    def reserve(self) -> F64:
+        return self.flts[_RESERVE, : self.n]
+
+    @property
+    def ftt(self) -> F64:
+        """Time of the first token (end of prefill); inf for a tombstone."""
+        return self.flts[_FTT, : self.n]
+
+    @property
+    def rem(self) -> F64:
+        """Output tokens still to decode after the first."""
+        return self.flts[_REM, : self.n]
+
+    def append(self, pool: Pool, *, ftt: F64, rem: F64) -> None:
+        k = pool.size
+        end = self.n + k
+        if end > self.ints.shape[1]:
+            cap = max(2 * self.ints.shape[1], end)
+            ints, flts = self.ints, self.flts
+            self.ints = np.zeros((_N_INTS, cap), dtype=np.int64)
+            self.flts = np.zeros((_N_ACTIVE_FLTS, cap))
+            self.ints[:, : self.n] = ints[:, : self.n]
+            self.flts[:, : self.n] = flts[:, : self.n]
+        self.ints[:, self.n : end] = pool.ints
+        self.flts[:_N_POOL_FLTS, self.n : end] = pool.flts
+        self.flts[_FTT, self.n : end] = ftt
+        self.flts[_REM, self.n : end] = rem
+        self.n = end
+
+    def take(self, idx: I64) -> Pool:
+        """The requests at `idx` as a `Pool` (for recording them as finished)."""
+        return Pool(self.ints[:, idx], self.flts[:_N_POOL_FLTS, idx])
+
+    def compact(self) -> None:
+        """Drop the tombstones, keeping the order of the rest."""
+        keep = np.flatnonzero(np.isfinite(self.ftt))
+        k = keep.size
+        self.ints[:, :k] = self.ints[:, keep]
+        self.flts[:, :k] = self.flts[:, keep]
+        self.n = k
 
 
 def least_loaded(load: I64, k: int) -> I64:
@@ -148,7 +258,9 @@ def segment_starts(keys: I64) -> I64:
 
 
 class Feed:
-    """Arrivals from the trace's chunks, handed out tick by tick."""
+    """Arrivals from the trace's chunks, handed out tick by tick. Each chunk becomes one
+    `Pool` when it is pulled (ids, windows and reservations computed for the whole chunk
+    at once); a tick's arrivals are a slice of it."""
 
     def __init__(
         self,
@@ -162,6 +274,7 @@ class Feed:
         self._serving = serving
         self._rng = np.random.default_rng(serving.seed if serving else 0)
         self._buf: Chunk | None = None
+        self._pool = Pool.empty()
         self._pos = 0
         self.next_id = 0
         self.window_s, self.n_windows = window_s, n_windows
@@ -176,6 +289,17 @@ class Feed:
                 return
             if nxt.arrival_s.size:
                 self._buf, self._pos = nxt, 0
+                n, arr = nxt.arrival_s.size, nxt.arrival_s
+                # Ids run on from the previous chunk, which is used up when this one is pulled.
+                self._pool = Pool.arrivals(
+                    ids=np.arange(self.next_id, self.next_id + n, dtype=np.int64),
+                    arr=arr,
+                    inp=nxt.input_tokens,
+                    out=nxt.output_tokens,
+                    cached=nxt.cached_tokens,
+                    win=np.minimum((arr // self.window_s).astype(np.int64), self.n_windows - 1),
+                    prio=np.zeros(n, dtype=np.int64),
+                )
                 return
 
     def _classes(self, c: Chunk, end: int) -> I64:
@@ -191,33 +315,18 @@ class Feed:
         return math.inf if self._buf is None else float(self._buf.arrival_s[self._pos])
 
     def take(self, t1: float) -> Pool:
-        parts: list[Pool] = []
+        out = Pool.empty()
         while self._buf is not None and self._buf.arrival_s[self._pos] < t1:
             c = self._buf
             end = self._pos + int(np.searchsorted(c.arrival_s[self._pos :], t1, side="left"))
-            n = end - self._pos
-            arr = c.arrival_s[self._pos : end]
-            prio = self._classes(c, end)
-            parts.append(
-                Pool.arrivals(
-                    ids=np.arange(self.next_id, self.next_id + n, dtype=np.int64),
-                    arr=arr,
-                    inp=c.input_tokens[self._pos : end],
-                    out=c.output_tokens[self._pos : end],
-                    cached=c.cached_tokens[self._pos : end],
-                    win=np.minimum((arr // self.window_s).astype(np.int64), self.n_windows - 1),
-                    prio=prio,
-                )
-            )
-            self.next_id += n
+            part = Pool(self._pool.ints[:, self._pos : end], self._pool.flts[:, self._pos : end])
+            if self._serving is not None:
+                part.prio[:] = self._classes(c, end)
+            out = out.cat(part)
+            self.next_id += end - self._pos
             self._pos = end
             if self._pos >= c.arrival_s.size:
                 self._pull()
-        if not parts:
-            return Pool.empty()
         if self._serving is not None and self.next_id > MAX_IDS:
             raise ValueError(f"a serving policy replays at most {MAX_IDS} requests")
-        out = parts[0]
-        for part in parts[1:]:
-            out = out.cat(part)
         return out

@@ -10,7 +10,7 @@ from collections import deque
 
 import numpy as np
 
-from modelscale.simulate.pool import F64, I64, Feed, Pool, add_counts
+from modelscale.simulate.pool import F64, I64, Active, Feed, Pool, add_counts
 from modelscale.simulate.replica import ReplicaParams, Slo
 from modelscale.simulate.serving import ClassTally
 from modelscale.simulate.trace import Gap, Trace, TraceStream
@@ -87,7 +87,7 @@ class EngineState:
         self.gateway = Pool.empty()
         self.queued = Pool.empty()
         self.qkey = np.zeros(0, dtype=np.int64)
-        self.active = Pool.empty()
+        self.active = Active()
         # Scrapes: counters (cumulative output / prompt tokens) and per-pod gauges.
         self.cum_out = 0.0
         self.cum_in = 0.0
@@ -221,7 +221,7 @@ class EngineState:
         if ready.size:
             per = np.bincount(self.active.pod, weights=self._context(), minlength=self.n_ids)
             kv = float(per[ready].mean() / self.p.kv_capacity_tokens)
-        waiting = float(self.queued.id.size + self.gateway.id.size)
+        waiting = float(self.queued.size + self.gateway.size)
         return float(self.n_active), waiting, kv
 
     # -- requests ---------------------------------------------------------------------
