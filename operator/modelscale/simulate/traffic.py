@@ -20,12 +20,18 @@ from modelscale.simulate.pool import (
 from modelscale.simulate.state import EngineState
 
 ADMIT_SCAN = 32  # queued requests per pod considered for admission in one tick
+# Queues up to this long are admitted by `_admit_few` in plain Python floats: on a few
+# requests, NumPy's per-call cost is most of a tick. Both paths do the same float
+# operations in the same order, so the results are bit-identical.
+FEW = 12
 _KEY_POD = 1 << 34  # sort key of a queued request: pod * _KEY_POD + request id
 _KEY_PRIO = 1 << 30  # ... + class * _KEY_PRIO under an ordered serving policy (ids < 2^30)
 
 
 class Engine(EngineState):
     """The replay: `EngineState` driven one tick at a time by `step`."""
+
+    few = FEW  # queues up to this long take `_admit_few` (0: always the vectorised path)
 
     def _route(self, incoming: Pool, serving: I64) -> None:
         k = incoming.size
@@ -123,6 +129,8 @@ class Engine(EngineState):
             return pf_tick
         # Nothing changes the outcome until a request arrives, one finishes or pods change.
         self.admit_due = False
+        if q.size <= self.few:
+            return self._admit_few(q, t0, t1, pf_tick)
         p = self.p
         pod = q.pod
         if q.size <= ADMIT_SCAN:
@@ -208,6 +216,99 @@ class Engine(EngineState):
         self.ev_ttft.append((float(ftt.max()), ftt, ttft))
         self.active.append(a, ftt=ftt, rem=(a.out - 1).astype(np.float64))
         self.n_active += a.size
+        return pf_tick
+
+    def _admit_few(self, q: Pool, t0: float, t1: float, pf_tick: F64) -> F64:
+        """`_admit` for a short queue (every request a candidate), one request at a time in
+        Python floats: each value is computed by the same operations, in the same order, as
+        the vectorised path (a global cumulative sum less its value at the pod's first
+        request, the same offsets in the max-plus scan), so the two agree to the bit."""
+        p = self.p
+        pods, reserve = q.pod.tolist(), q.reserve.tolist()
+        adm: list[int] = []
+        cs = base = free_kv = 0.0
+        prev = rank = free_slots = -1
+        for j, (pd, r) in enumerate(zip(pods, reserve, strict=True)):
+            cs += r
+            if pd != prev:
+                prev, rank, base = pd, 0, cs - r
+                free_kv = p.kv_capacity_tokens - float(self.reserved[pd])
+                free_slots = p.max_batch - int(self.running[pd])
+            else:
+                rank += 1
+            if cs - base <= free_kv and rank < free_slots:
+                adm.append(j)
+        if not adm:
+            return pf_tick
+        if len(adm) == q.size:
+            a = q
+            self.queued, self.qkey = Pool.empty(), np.zeros(0, dtype=np.int64)
+        else:
+            a = q.take(np.array(adm))
+            rest = np.ones(q.size, dtype=bool)
+            rest[adm] = False
+            keep = np.flatnonzero(rest)
+            self.queued, self.qkey = q.take(keep), self.qkey[keep]
+        apod = [pods[j] for j in adm]
+        arr = a.arr.tolist()
+        tokens = (a.inp - a.cached).tolist()
+        at = [max(x, t0) for x in arr]
+        cold = [x < float(self.warm_at[pd]) for x, pd in zip(at, apod, strict=True)]
+        d = [float(n) / p.prefill_tokens_per_s + p.prefill_quadratic_s * n * n for n in tokens]
+        n_cold = sum(cold)
+        if n_cold:
+            d = [x * (p.cold_slowdown if c else 1.0) for x, c in zip(d, cold, strict=True)]
+        k = len(adm)
+        ftt = [0.0] * k
+        start = [0.0] * k
+        if len(set(apod)) == k:  # one admission per pod
+            for j, pd in enumerate(apod):
+                start[j] = max(at[j], float(self.pf_free[pd]))
+                ftt[j] = start[j] + d[j]
+                self.pf_free[pd] = ftt[j]
+        else:
+            # The vectorised path's segmented max-plus scan, term by term.
+            big_d, x, g = [0.0] * k, [0.0] * k, [0] * k
+            dcs = seg_base = 0.0
+            run = -1
+            for j in range(k):
+                dcs += d[j]
+                if j == 0 or apod[j] != apod[j - 1]:
+                    run += 1
+                    seg_base = dcs - d[j]
+                big_d[j] = dcs - seg_base
+                x[j] = (at[j] - t0) - big_d[j] + d[j]
+                g[j] = run
+            span = (max(x) - min(x)) + 1.0
+            mx = -math.inf
+            for j in range(k):
+                off = g[j] * span
+                y = x[j] + off
+                mx = y if y > mx or j == 0 else mx
+                f0 = float(self.pf_free[apod[j]]) - t0
+                ftt[j] = t0 + big_d[j] + max(f0, mx - off)
+                start[j] = ftt[j] - d[j]
+                if j == k - 1 or apod[j + 1] != apod[j]:
+                    self.pf_free[apod[j]] = ftt[j]
+        prefill = dict.fromkeys(apod, 0.0)
+        held = dict.fromkeys(apod, 0.0)
+        for j, pd in enumerate(apod):
+            prefill[pd] += max(min(ftt[j], t1) - max(start[j], t0), 0.0)
+            held[pd] += reserve[adm[j]]
+        for pd, busy in prefill.items():
+            pf_tick[pd] += busy
+            self.reserved[pd] += held[pd]
+        for pd in apod:
+            self.waiting[pd] -= 1
+            self.running[pd] += 1
+        ftt_a = np.array(ftt)
+        ttft = ftt_a - a.arr
+        self.cold_requests += n_cold
+        if self.keep:
+            self.cold[a.id] = cold
+        self.ev_ttft.append((max(ftt), ftt_a, ttft))
+        self.active.append(a, ftt=ftt_a, rem=(a.out - 1).astype(np.float64))
+        self.n_active += k
         return pf_tick
 
     def step(self, gate: bool) -> None:
