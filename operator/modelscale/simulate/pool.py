@@ -4,6 +4,7 @@ admission and scoring use. Split out of engine.py; behaviour unchanged."""
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Iterator
 
@@ -204,14 +205,14 @@ def least_loaded(load: I64, k: int) -> I64:
     currently least-loaded pod (ties: the lowest position), as one vectorised step."""
     if k == 0:
         return np.zeros(0, dtype=np.int64)
-    if k <= 4:  # a few arrivals: one argmin each is cheaper
-        work = load.copy()
-        picks = np.empty(k, dtype=np.int64)
-        for i in range(k):
-            j = int(np.argmin(work))
-            picks[i] = j
+    if k <= 4:  # a few arrivals: one pick each (the first minimum, as argmin) is cheaper
+        work = load.tolist()
+        picks = []
+        for _ in range(k):
+            j = work.index(min(work))
+            picks.append(j)
             work[j] += 1
-        return picks
+        return np.array(picks, dtype=np.int64)
     lo = int(load.min())
     hi = lo + k  # at level hi the least-loaded pod alone offers k + 1 slots
     while lo < hi:  # smallest level L whose slots (levels load..L of every pod) >= k
@@ -231,7 +232,9 @@ def least_loaded(load: I64, k: int) -> I64:
 
 def add_counts(target: I64, idx: I64, sign: int = 1) -> None:
     """target[idx] += sign for every element of idx (idx spans few distinct values)."""
-    if idx.size == 0:
+    if idx.size <= 4:  # a few: scalar updates are cheaper than the vectorised count
+        for i in idx.tolist():
+            target[i] += sign
         return
     first = int(idx[0])
     if idx.size == 1 or (idx == first).all():
@@ -274,6 +277,7 @@ class Feed:
         self._serving = serving
         self._rng = np.random.default_rng(serving.seed if serving else 0)
         self._buf: Chunk | None = None
+        self._arrivals: list[float] = []  # the chunk's arrival times, for bisect
         self._pool = Pool.empty()
         self._pos = 0
         self.next_id = 0
@@ -290,6 +294,7 @@ class Feed:
             if nxt.arrival_s.size:
                 self._buf, self._pos = nxt, 0
                 n, arr = nxt.arrival_s.size, nxt.arrival_s
+                self._arrivals = arr.tolist()
                 # Ids run on from the previous chunk, which is used up when this one is pulled.
                 self._pool = Pool.arrivals(
                     ids=np.arange(self.next_id, self.next_id + n, dtype=np.int64),
@@ -312,13 +317,13 @@ class Feed:
 
     @property
     def next_arrival(self) -> float:
-        return math.inf if self._buf is None else float(self._buf.arrival_s[self._pos])
+        return math.inf if self._buf is None else self._arrivals[self._pos]
 
     def take(self, t1: float) -> Pool:
         out = Pool.empty()
-        while self._buf is not None and self._buf.arrival_s[self._pos] < t1:
+        while self._buf is not None and self._arrivals[self._pos] < t1:
             c = self._buf
-            end = self._pos + int(np.searchsorted(c.arrival_s[self._pos :], t1, side="left"))
+            end = bisect.bisect_left(self._arrivals, t1, self._pos)  # np.searchsorted's "left"
             part = Pool(self._pool.ints[:, self._pos : end], self._pool.flts[:, self._pos : end])
             if self._serving is not None:
                 part.prio[:] = self._classes(c, end)
