@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import numpy as np
 from numpy.typing import NDArray
 
+from modelscale.simulate.replica import Slo
 from modelscale.simulate.serving import ServingPolicy
 from modelscale.simulate.trace import Chunk
 
@@ -21,8 +22,8 @@ MAX_IDS = 1 << 30  # request ids below this leave room for the class in a queue'
 
 # Rows of `Pool.ints` / `Active.ints`, and of `Pool.flts` / `Active.flts`.
 _ID, _INP, _OUT, _CACHED, _WIN, _POD, _PRIO = range(7)
-_ARR, _RESERVE, _FTT, _REM = range(4)
-_N_INTS, _N_POOL_FLTS, _N_ACTIVE_FLTS = 7, 2, 4
+_ARR, _RESERVE, _TARGET, _FTT, _REM = range(5)
+_N_INTS, _N_POOL_FLTS, _N_ACTIVE_FLTS = 7, 3, 5
 
 
 class Pool:
@@ -43,7 +44,16 @@ class Pool:
 
     @classmethod
     def arrivals(
-        cls, *, ids: I64, arr: F64, inp: I64, out: I64, cached: I64, win: I64, prio: I64
+        cls,
+        *,
+        ids: I64,
+        arr: F64,
+        inp: I64,
+        out: I64,
+        cached: I64,
+        win: I64,
+        prio: I64,
+        target: F64,
     ) -> Pool:
         ints = np.zeros((_N_INTS, ids.size), dtype=np.int64)
         ints[_ID], ints[_INP], ints[_OUT], ints[_CACHED] = ids, inp, out, cached
@@ -51,6 +61,7 @@ class Pool:
         flts = np.empty((_N_POOL_FLTS, ids.size))
         flts[_ARR] = arr
         flts[_RESERVE] = inp + out  # the whole context, held in the KV cache
+        flts[_TARGET] = target
         return cls(ints, flts)
 
     @property
@@ -97,6 +108,11 @@ class Pool:
     @property
     def reserve(self) -> F64:
         return self.flts[_RESERVE]
+
+    @property
+    def target(self) -> F64:
+        """TTFT target (seconds; `Slo.ttft_target` of the prompt)."""
+        return self.flts[_TARGET]
 
     def insert(self, pos: I64, other: Pool) -> Pool:
         """`other`'s requests inserted before the positions `pos` (np.insert)."""
@@ -271,9 +287,11 @@ class Feed:
         *,
         window_s: float,
         n_windows: int,
+        slo: Slo,
         serving: ServingPolicy | None = None,
     ) -> None:
         self._chunks = chunks
+        self._slo = slo
         self._serving = serving
         self._rng = np.random.default_rng(serving.seed if serving else 0)
         self._buf: Chunk | None = None
@@ -304,6 +322,7 @@ class Feed:
                     cached=nxt.cached_tokens,
                     win=np.minimum((arr // self.window_s).astype(np.int64), self.n_windows - 1),
                     prio=np.zeros(n, dtype=np.int64),
+                    target=self._slo.ttft_target(nxt.input_tokens.astype(np.float64)),
                 )
                 return
 

@@ -46,7 +46,11 @@ class EngineState:
         self.n_windows = max(1, math.ceil(source.duration_s / window_s))
         self.window_s = window_s
         self.feed = Feed(
-            source.chunks(), window_s=window_s, n_windows=self.n_windows, serving=params.serving
+            source.chunks(),
+            window_s=window_s,
+            n_windows=self.n_windows,
+            slo=slo,
+            serving=params.serving,
         )
         # Serving policy (None: one FIFO queue per pod, no limits): per-class limits and
         # the per-class tally of what was served and shed.
@@ -228,8 +232,8 @@ class EngineState:
 
     def _finish(self, reqs: Pool, ttft: F64, tpot: F64) -> None:
         """Record finished (or failed: inf) requests for per-window scoring."""
-        win, inp, ids = reqs.win, reqs.inp, reqs.id
-        excess = ttft - self.slo.ttft_target(inp.astype(np.float64))
+        win, ids = reqs.win, reqs.id
+        excess = ttft - reqs.target
         self.fin_buf.append((win, ttft, tpot, excess))
         if self.tally is not None:
             self.tally.finished(reqs.prio, ttft, (excess <= 0) & (tpot <= self.slo.tpot_s))

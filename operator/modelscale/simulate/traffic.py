@@ -316,6 +316,61 @@ class Engine(EngineState):
         self.n_active += k
         return pf_tick
 
+    def _itl(self, batch: F64, context: F64, pf_tick: F64, t0: float) -> F64:
+        """Seconds per decode step of each pod this tick: ITL(batch, context), slowed by its
+        prefill share and while cold. On a few pods in Python floats (the same operations
+        in the same order as the vectorised form)."""
+        p = self.p
+        m = batch.size
+        if m <= self.few:
+            inv_dt, floor = 1.0 / self.dt, p.min_decode_share
+            alpha, beta, gamma = p.itl_alpha_s, p.itl_beta_s, p.itl_per_context_token_s
+            out = []
+            for b, c, pf, warm in zip(
+                batch.tolist(), context.tolist(), pf_tick[:m].tolist(), self.warm_at[:m].tolist(),
+                strict=True,
+            ):
+                share = max(1.0 - pf * inv_dt, floor)
+                slow = (p.cold_slowdown if warm > t0 else 1.0) / share
+                out.append((alpha + beta * b + gamma * c) * slow)
+            return np.array(out)
+        busy = pf_tick[:m] * (1.0 / self.dt)
+        share = np.maximum(1.0 - busy, p.min_decode_share)
+        slow = np.where(self.warm_at[:m] > t0, p.cold_slowdown, 1.0) / share
+        itl: F64 = (
+            p.itl_alpha_s + p.itl_beta_s * batch + p.itl_per_context_token_s * context
+        ) * slow
+        return itl
+
+    def _complete_few(self, di: I64, req_itl: F64, t1: float) -> None:
+        """Record the few requests at `di` of the active set that finished decoding this
+        tick (their remaining tokens went to <= 0), in Python floats: the same operations
+        in the same order as the vectorised block of `step`."""
+        done = self.active.take(di)
+        fin: list[float] = []
+        tpot: list[float] = []
+        freed: dict[int, float] = {}
+        rows = zip(
+            self.active.rem[di].tolist(),
+            req_itl[di].tolist(),
+            self.active.ftt[di].tolist(),
+            done.out.tolist(),
+            done.pod.tolist(),
+            done.reserve.tolist(),
+            strict=True,
+        )
+        for after, itl, ftt, out, pod, reserve in rows:
+            end = max(t1 + after * itl, ftt)
+            fin.append(end)
+            tpot.append((end - ftt) / max(out - 1, 1) if out > 1 else 0.0)
+            freed[pod] = freed.get(pod, 0.0) + reserve
+            self.running[pod] -= 1
+        for pod, reserve in freed.items():
+            self.reserved[pod] -= reserve
+        fin_a, tpot_a = np.array(fin), np.array(tpot)
+        self.ev_tpot.append((max(fin), fin_a, tpot_a))
+        self._finish(done, self.active.ftt[di] - done.arr, tpot_a)
+
     def step(self, gate: bool) -> None:
         t0 = self.tick * self.dt
         t1 = t0 + self.dt
@@ -349,13 +404,7 @@ class Engine(EngineState):
             ctx = a.reserve - 1.0 - left
             batch = np.bincount(rids, weights=decoding, minlength=m)
             context = np.bincount(rids, weights=np.where(decoding, ctx, 0.0), minlength=m)
-            busy = pf_tick[:m] * (1.0 / self.dt)
-            share = np.maximum(1.0 - busy, p.min_decode_share)
-            slow = np.where(self.warm_at[:m] > t0, p.cold_slowdown, 1.0) / share
-            itl = (
-                p.itl_alpha_s + p.itl_beta_s * batch + p.itl_per_context_token_s * context
-            ) * slow
-            req_itl = itl[rids]
+            req_itl = self._itl(batch, context, pf_tick, t0)[rids]
             tau = t1 - np.maximum(t0, ftt)
             gen = np.where(decoding, tau, 0.0) / req_itl
             after = np.subtract(before, gen, out=before)  # `before` is not read again
@@ -363,19 +412,22 @@ class Engine(EngineState):
             tokens = float(np.minimum(gen, left).sum())
             tokens += float(np.count_nonzero(first))
             self.cum_in += float(a.inp[first].sum())
-            done = decoding & (after <= 0.0)
-            if done.any():
+            di = np.flatnonzero(decoding & (after <= 0.0))
+            if di.size:
                 self.admit_due = True
-                di = np.flatnonzero(done)
-                fin = np.maximum(t1 + after[di] * req_itl[di], ftt[di])
-                outs = a.out[di]
-                per_token = (fin - ftt[di]) / np.maximum(outs - 1, 1)
-                tpot = np.where(outs > 1, per_token, 0.0)
-                self.ev_tpot.append((float(fin.max()), fin, tpot))
-                self._finish(a.take(di), ftt[di] - a.arr[di], tpot)
-                dp = rids[di]
-                self.running[:m] -= np.bincount(dp, minlength=m)
-                self.reserved[:m] -= np.bincount(dp, weights=a.reserve[di], minlength=m)
+                if di.size <= self.few:
+                    self._complete_few(di, req_itl, t1)
+                else:
+                    ftt_d = ftt[di]
+                    fin = np.maximum(t1 + after[di] * req_itl[di], ftt_d)
+                    outs = a.out[di]
+                    per_token = (fin - ftt_d) / np.maximum(outs - 1, 1)
+                    tpot = np.where(outs > 1, per_token, 0.0)
+                    self.ev_tpot.append((float(fin.max()), fin, tpot))
+                    self._finish(a.take(di), ftt_d - a.arr[di], tpot)
+                    dp = rids[di]
+                    self.running[:m] -= np.bincount(dp, minlength=m)
+                    self.reserved[:m] -= np.bincount(dp, weights=a.reserve[di], minlength=m)
                 # Finished requests become tombstones (never decoding, no context) until
                 # the pool is compacted: cheaper than compacting every tick.
                 after[di] = 0.0
