@@ -70,27 +70,27 @@ class Pool:
 
     @property
     def id(self) -> I64:
-        return self.ints[_ID]
+        return self.ints[_ID, :]
 
     @property
     def inp(self) -> I64:
-        return self.ints[_INP]
+        return self.ints[_INP, :]
 
     @property
     def out(self) -> I64:
-        return self.ints[_OUT]
+        return self.ints[_OUT, :]
 
     @property
     def cached(self) -> I64:
-        return self.ints[_CACHED]
+        return self.ints[_CACHED, :]
 
     @property
     def win(self) -> I64:
-        return self.ints[_WIN]
+        return self.ints[_WIN, :]
 
     @property
     def pod(self) -> I64:
-        return self.ints[_POD]
+        return self.ints[_POD, :]
 
     @pod.setter
     def pod(self, value: I64) -> None:
@@ -99,20 +99,20 @@ class Pool:
     @property
     def prio(self) -> I64:
         """Priority class (serving.py); 0 without a serving policy."""
-        return self.ints[_PRIO]
+        return self.ints[_PRIO, :]
 
     @property
     def arr(self) -> F64:
-        return self.flts[_ARR]
+        return self.flts[_ARR, :]
 
     @property
     def reserve(self) -> F64:
-        return self.flts[_RESERVE]
+        return self.flts[_RESERVE, :]
 
     @property
     def target(self) -> F64:
         """TTFT target (seconds; `Slo.ttft_target` of the prompt)."""
-        return self.flts[_TARGET]
+        return self.flts[_TARGET, :]
 
     def insert(self, pos: I64, other: Pool) -> Pool:
         """`other`'s requests inserted before the positions `pos` (np.insert)."""

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import itertools
 import math
+from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from modelscale.simulate.pool import (
     F64,
@@ -25,6 +27,8 @@ ADMIT_SCAN = 32  # queued requests per pod considered for admission in one tick
 # requests, NumPy's per-call cost is most of a tick. Both paths do the same float
 # operations in the same order, so the results are bit-identical.
 FEW = 12
+# np.bincount's result: its stub says integer; with weights it is float64.
+_Counts = NDArray[np.number[Any]]
 _KEY_POD = 1 << 34  # sort key of a queued request: pod * _KEY_POD + request id
 _KEY_PRIO = 1 << 30  # ... + class * _KEY_PRIO under an ordered serving policy (ids < 2^30)
 
@@ -316,7 +320,7 @@ class Engine(EngineState):
         self.n_active += k
         return pf_tick
 
-    def _itl(self, batch: F64, context: F64, pf_tick: F64, t0: float) -> F64:
+    def _itl(self, batch: _Counts, context: _Counts, pf_tick: F64, t0: float) -> F64:
         """Seconds per decode step of each pod this tick: ITL(batch, context), slowed by its
         prefill share and while cold. On a few pods in Python floats (the same operations
         in the same order as the vectorised form)."""
@@ -327,7 +331,10 @@ class Engine(EngineState):
             alpha, beta, gamma = p.itl_alpha_s, p.itl_beta_s, p.itl_per_context_token_s
             out = []
             for b, c, pf, warm in zip(
-                batch.tolist(), context.tolist(), pf_tick[:m].tolist(), self.warm_at[:m].tolist(),
+                batch.tolist(),
+                context.tolist(),
+                pf_tick[:m].tolist(),
+                self.warm_at[:m].tolist(),
                 strict=True,
             ):
                 share = max(1.0 - pf * inv_dt, floor)
