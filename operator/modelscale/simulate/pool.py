@@ -7,6 +7,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Iterator
+from typing import Generic, TypeVar, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -26,17 +27,56 @@ _ARR, _RESERVE, _TARGET, _FTT, _REM = range(5)
 _N_INTS, _N_POOL_FLTS, _N_ACTIVE_FLTS = 7, 3, 5
 
 
-class Pool:
-    """Requests waiting for admission (the gateway's, the pods' queues) as two 2-D arrays
-    with one row per field: integer fields (`ints`) and float fields (`flts`). A take, cat,
-    insert or delete is two NumPy calls whatever the number of fields (one call per field
-    was a quarter of a replay's time). Fields are row views; assigning one writes into it."""
+_D = TypeVar("_D", np.int64, np.float64)
 
-    __slots__ = ("flts", "ints")
+
+class _Row(Generic[_D]):
+    """A field of a `Pool` or `Active`: row `row` of its `flts` (float fields) or `ints`,
+    over the requests it holds (a view: assigning writes into it)."""
+
+    def __init__(self, row: int, *, floats: bool) -> None:
+        self.row, self.floats = row, floats
+
+    def __get__(self, obj: _Rows, owner: object = None) -> NDArray[_D]:
+        table = obj.flts if self.floats else obj.ints
+        return cast("NDArray[_D]", table[self.row, : obj.n])
+
+    def __set__(self, obj: _Rows, value: NDArray[_D]) -> None:
+        (obj.flts if self.floats else obj.ints)[self.row, : obj.n] = value
+
+
+class _Rows:
+    """Requests as rows of two 2-D arrays, one row per field: the first `n` columns of
+    `ints` (integer fields) and `flts` (float fields)."""
+
+    ints: I64
+    flts: F64
+    n: int
+
+    id = _Row[np.int64](_ID, floats=False)
+    inp = _Row[np.int64](_INP, floats=False)
+    out = _Row[np.int64](_OUT, floats=False)
+    cached = _Row[np.int64](_CACHED, floats=False)
+    win = _Row[np.int64](_WIN, floats=False)
+    pod = _Row[np.int64](_POD, floats=False)
+    # Priority class (serving.py); 0 without a serving policy.
+    prio = _Row[np.int64](_PRIO, floats=False)
+    arr = _Row[np.float64](_ARR, floats=True)
+    reserve = _Row[np.float64](_RESERVE, floats=True)
+    target = _Row[np.float64](_TARGET, floats=True)  # TTFT target: Slo.ttft_target(prompt)
+
+
+class Pool(_Rows):
+    """Requests waiting for admission (the gateway's, the pods' queues). A take, cat,
+    insert or delete is two NumPy calls whatever the number of fields (one call per field
+    was a quarter of a replay's time)."""
+
+    __slots__ = ("flts", "ints", "n")
 
     def __init__(self, ints: I64, flts: F64) -> None:
         self.ints = ints
         self.flts = flts
+        self.n = int(ints.shape[1])
 
     @classmethod
     def empty(cls) -> Pool:
@@ -66,53 +106,7 @@ class Pool:
 
     @property
     def size(self) -> int:
-        return int(self.ints.shape[1])
-
-    @property
-    def id(self) -> I64:
-        return self.ints[_ID, :]
-
-    @property
-    def inp(self) -> I64:
-        return self.ints[_INP, :]
-
-    @property
-    def out(self) -> I64:
-        return self.ints[_OUT, :]
-
-    @property
-    def cached(self) -> I64:
-        return self.ints[_CACHED, :]
-
-    @property
-    def win(self) -> I64:
-        return self.ints[_WIN, :]
-
-    @property
-    def pod(self) -> I64:
-        return self.ints[_POD, :]
-
-    @pod.setter
-    def pod(self, value: I64) -> None:
-        self.ints[_POD] = value
-
-    @property
-    def prio(self) -> I64:
-        """Priority class (serving.py); 0 without a serving policy."""
-        return self.ints[_PRIO, :]
-
-    @property
-    def arr(self) -> F64:
-        return self.flts[_ARR, :]
-
-    @property
-    def reserve(self) -> F64:
-        return self.flts[_RESERVE, :]
-
-    @property
-    def target(self) -> F64:
-        """TTFT target (seconds; `Slo.ttft_target` of the prompt)."""
-        return self.flts[_TARGET, :]
+        return self.n
 
     def insert(self, pos: I64, other: Pool) -> Pool:
         """`other`'s requests inserted before the positions `pos` (np.insert)."""
@@ -142,50 +136,20 @@ _EMPTY_INTS: I64 = np.zeros((_N_INTS, 0), dtype=np.int64)
 _EMPTY_FLTS: F64 = np.zeros((_N_POOL_FLTS, 0))
 
 
-class Active:
+class Active(_Rows):
     """Admitted requests (prefilling or decoding), in admission order, in buffers with
     spare capacity: admitting appends in place instead of re-allocating every field each
     tick. Finished requests stay as tombstones (first token at inf, nothing left, a
-    reservation of 1) until `compact` drops them; the fields are views of the used part."""
+    reservation of 1) until `compact` drops them."""
+
+    # Time of the first token (end of prefill); inf for a tombstone.
+    ftt = _Row[np.float64](_FTT, floats=True)
+    rem = _Row[np.float64](_REM, floats=True)  # output tokens still to decode after the first
 
     def __init__(self) -> None:
-        self.ints: I64 = np.zeros((_N_INTS, 64), dtype=np.int64)
-        self.flts: F64 = np.zeros((_N_ACTIVE_FLTS, 64))
+        self.ints = np.zeros((_N_INTS, 64), dtype=np.int64)
+        self.flts = np.zeros((_N_ACTIVE_FLTS, 64))
         self.n = 0
-
-    @property
-    def id(self) -> I64:
-        return self.ints[_ID, : self.n]
-
-    @property
-    def inp(self) -> I64:
-        return self.ints[_INP, : self.n]
-
-    @property
-    def out(self) -> I64:
-        return self.ints[_OUT, : self.n]
-
-    @property
-    def pod(self) -> I64:
-        return self.ints[_POD, : self.n]
-
-    @property
-    def arr(self) -> F64:
-        return self.flts[_ARR, : self.n]
-
-    @property
-    def reserve(self) -> F64:
-        return self.flts[_RESERVE, : self.n]
-
-    @property
-    def ftt(self) -> F64:
-        """Time of the first token (end of prefill); inf for a tombstone."""
-        return self.flts[_FTT, : self.n]
-
-    @property
-    def rem(self) -> F64:
-        """Output tokens still to decode after the first."""
-        return self.flts[_REM, : self.n]
 
     def append(self, pool: Pool, *, ftt: F64, rem: F64) -> None:
         k = pool.size

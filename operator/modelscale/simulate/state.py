@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from typing import NamedTuple
 
 import numpy as np
 
@@ -18,6 +19,13 @@ from modelscale.simulate.view import MAX_METRIC_WINDOW_S
 from modelscale.simulate.windows import WindowStats, group_p99
 
 ROUTING = ("least-loaded", "round-robin")
+
+
+class _Serving(NamedTuple):
+    gate: bool
+    since: float
+    until: float
+    ids: I64
 
 
 class EngineState:
@@ -81,6 +89,7 @@ class EngineState:
         self.initial = np.zeros(cap, dtype=bool)
         self.n_ids = 0
         self._alive_ids: I64 | None = None
+        self._serving: _Serving | None = None  # serving_ids' answer while it holds
         self.draining: list[int] = []  # removed replicas still finishing their requests
         self.rr = 0
         self.admit_due = True
@@ -157,6 +166,7 @@ class EngineState:
         self.alive[r] = True
         self.initial[r] = initial
         self._alive_ids = None
+        self._serving = None
 
     def scale_to(self, desired: int, now: float) -> None:
         ids = self.alive_ids()
@@ -170,6 +180,7 @@ class EngineState:
             gone = np.array(order[: ids.size - desired], dtype=np.int64)
             self.alive[gone] = False
             self._alive_ids = None
+            self._serving = None
             self.draining += [int(r) for r in gone if self.running[r] > 0]
             # Their queued requests go back to the gateway, which routes them again.
             back = np.isin(self.queued.pod, gone)
@@ -183,9 +194,17 @@ class EngineState:
                 self.waiting[gone] = 0
 
     def serving_ids(self, t: float, gate: bool) -> I64:
+        """Alive replicas taking traffic at t: warm ones under the gate, else ready ones.
+        Kept until the next replica crosses its threshold or the replicas change."""
+        c = self._serving
+        if c is not None and c.gate == gate and c.since <= t < c.until:
+            return c.ids
         ids = self.alive_ids()
-        at = self.warm_at if gate else self.ready_at
-        out: I64 = ids[at[ids] <= t]
+        at = (self.warm_at if gate else self.ready_at)[ids]
+        out: I64 = ids[at <= t]
+        later = at[at > t]
+        until = float(later.min()) if later.size else math.inf
+        self._serving = _Serving(gate=gate, since=t, until=until, ids=out)
         return out
 
     # -- metrics ----------------------------------------------------------------------

@@ -17,12 +17,12 @@ import json
 import pathlib
 import sys
 from contextlib import redirect_stdout
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import pytest
 
-from modelscale.autoscaling.types import PolicyConfig
 from modelscale.simulate import baselines, cli, engine, ours, peers, suite, trace, traffic
 from modelscale.simulate.replica import ReplicaParams
 from modelscale.simulate.serving import PriorityClass, ServingPolicy
@@ -58,14 +58,9 @@ def _summary(r: engine.RunResult) -> dict[str, str]:
 
 def _policy(name: str, params: ReplicaParams) -> engine.Policy:
     if name == "modelscale":
-        config = PolicyConfig(
-            min_replicas=1,
-            max_replicas=64,
-            target_tokens_per_replica=500.0,
-            latency_slo_seconds=2.0,
-            tpot_slo_seconds=0.1,
-            ttft_slo_per_1k_prompt_seconds=0.5,
-        )
+        # At its defaults, as the benchmark runs it (only the SLO given).
+        given = SimpleNamespace(slo=suite.DEFAULT_SLO, sizing=SIZING)
+        config = suite.ours_config(given)  # type: ignore[arg-type]
         return ours.Modelscale(config=config, params=params, recommend=None)
     if name == "static":
         return baselines.StaticPeak(replicas=2)
