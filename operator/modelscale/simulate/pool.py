@@ -5,9 +5,9 @@ admission and scoring use. Split out of engine.py; behaviour unchanged."""
 from __future__ import annotations
 
 import bisect
+import heapq
 import math
 from collections.abc import Iterator
-from typing import Generic, TypeVar, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -27,22 +27,29 @@ _ARR, _RESERVE, _TARGET, _FTT, _REM = range(5)
 _N_INTS, _N_POOL_FLTS, _N_ACTIVE_FLTS = 7, 3, 5
 
 
-_D = TypeVar("_D", np.int64, np.float64)
+class _Row:
+    """A field of a `Pool` or `Active`: row `row` of its `ints` (`_IntRow`) or `flts`
+    (`_FloatRow`), over the requests it holds; a view, so assigning writes into it. (Two
+    classes rather than one with a flag: a field is read several times a tick.)"""
+
+    def __init__(self, row: int) -> None:
+        self.row = row
 
 
-class _Row(Generic[_D]):
-    """A field of a `Pool` or `Active`: row `row` of its `flts` (float fields) or `ints`,
-    over the requests it holds (a view: assigning writes into it)."""
+class _IntRow(_Row):
+    def __get__(self, obj: _Rows, owner: object = None) -> I64:
+        return obj.ints[self.row, : obj.n]
 
-    def __init__(self, row: int, *, floats: bool) -> None:
-        self.row, self.floats = row, floats
+    def __set__(self, obj: _Rows, value: I64) -> None:
+        obj.ints[self.row, : obj.n] = value
 
-    def __get__(self, obj: _Rows, owner: object = None) -> NDArray[_D]:
-        table = obj.flts if self.floats else obj.ints
-        return cast("NDArray[_D]", table[self.row, : obj.n])
 
-    def __set__(self, obj: _Rows, value: NDArray[_D]) -> None:
-        (obj.flts if self.floats else obj.ints)[self.row, : obj.n] = value
+class _FloatRow(_Row):
+    def __get__(self, obj: _Rows, owner: object = None) -> F64:
+        return obj.flts[self.row, : obj.n]
+
+    def __set__(self, obj: _Rows, value: F64) -> None:
+        obj.flts[self.row, : obj.n] = value
 
 
 class _Rows:
@@ -53,17 +60,17 @@ class _Rows:
     flts: F64
     n: int
 
-    id = _Row[np.int64](_ID, floats=False)
-    inp = _Row[np.int64](_INP, floats=False)
-    out = _Row[np.int64](_OUT, floats=False)
-    cached = _Row[np.int64](_CACHED, floats=False)
-    win = _Row[np.int64](_WIN, floats=False)
-    pod = _Row[np.int64](_POD, floats=False)
+    id = _IntRow(_ID)
+    inp = _IntRow(_INP)
+    out = _IntRow(_OUT)
+    cached = _IntRow(_CACHED)
+    win = _IntRow(_WIN)
+    pod = _IntRow(_POD)
     # Priority class (serving.py); 0 without a serving policy.
-    prio = _Row[np.int64](_PRIO, floats=False)
-    arr = _Row[np.float64](_ARR, floats=True)
-    reserve = _Row[np.float64](_RESERVE, floats=True)
-    target = _Row[np.float64](_TARGET, floats=True)  # TTFT target: Slo.ttft_target(prompt)
+    prio = _IntRow(_PRIO)
+    arr = _FloatRow(_ARR)
+    reserve = _FloatRow(_RESERVE)
+    target = _FloatRow(_TARGET)  # TTFT target: Slo.ttft_target(prompt)
 
 
 class Pool(_Rows):
@@ -143,8 +150,8 @@ class Active(_Rows):
     reservation of 1) until `compact` drops them."""
 
     # Time of the first token (end of prefill); inf for a tombstone.
-    ftt = _Row[np.float64](_FTT, floats=True)
-    rem = _Row[np.float64](_REM, floats=True)  # output tokens still to decode after the first
+    ftt = _FloatRow(_FTT)
+    rem = _FloatRow(_REM)  # output tokens still to decode after the first
 
     def __init__(self) -> None:
         self.ints = np.zeros((_N_INTS, 64), dtype=np.int64)
@@ -185,13 +192,14 @@ def least_loaded(load: I64, k: int) -> I64:
     currently least-loaded pod (ties: the lowest position), as one vectorised step."""
     if k == 0:
         return np.zeros(0, dtype=np.int64)
-    if k <= 4:  # a few arrivals: one pick each (the first minimum, as argmin) is cheaper
-        work = load.tolist()
+    if k <= 64:  # not many arrivals: one pick each from a heap of (load, position)
+        heap = [(x, j) for j, x in enumerate(load.tolist())]
+        heapq.heapify(heap)
         picks = []
         for _ in range(k):
-            j = work.index(min(work))
+            x, j = heap[0]  # the least load, ties: the lowest position
             picks.append(j)
-            work[j] += 1
+            heapq.heapreplace(heap, (x + 1, j))
         return np.array(picks, dtype=np.int64)
     lo = int(load.min())
     hi = lo + k  # at level hi the least-loaded pod alone offers k + 1 slots
