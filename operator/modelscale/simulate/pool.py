@@ -260,10 +260,15 @@ class Feed:
         window_s: float,
         n_windows: int,
         slo: Slo,
+        max_context: int,
         serving: ServingPolicy | None = None,
     ) -> None:
         self._chunks = chunks
         self._slo = slo
+        self._max_context = max_context
+        self._long: list[int] = []  # positions in the chunk of contexts over max_context
+        # Whether the last `take` handed out a request whose context exceeds max_context.
+        self.has_long = False
         self._serving = serving
         self._rng = np.random.default_rng(serving.seed if serving else 0)
         self._buf: Chunk | None = None
@@ -285,6 +290,8 @@ class Feed:
                 self._buf, self._pos = nxt, 0
                 n, arr = nxt.arrival_s.size, nxt.arrival_s
                 self._arrivals = arr.tolist()
+                context = nxt.input_tokens + nxt.output_tokens
+                self._long = np.flatnonzero(context > self._max_context).tolist()
                 # Ids run on from the previous chunk, which is used up when this one is pulled.
                 self._pool = Pool.arrivals(
                     ids=np.arange(self.next_id, self.next_id + n, dtype=np.int64),
@@ -312,6 +319,7 @@ class Feed:
 
     def take(self, t1: float) -> Pool:
         out = Pool.empty()
+        self.has_long = False
         while self._buf is not None and self._arrivals[self._pos] < t1:
             c = self._buf
             end = bisect.bisect_left(self._arrivals, t1, self._pos)  # np.searchsorted's "left"
@@ -319,6 +327,8 @@ class Feed:
             if self._serving is not None:
                 part.prio[:] = self._classes(c, end)
             out = out.cat(part)
+            if bisect.bisect_left(self._long, end) > bisect.bisect_left(self._long, self._pos):
+                self.has_long = True
             self.next_id += end - self._pos
             self._pos = end
             if self._pos >= c.arrival_s.size:

@@ -58,6 +58,7 @@ class EngineState:
             window_s=window_s,
             n_windows=self.n_windows,
             slo=slo,
+            max_context=params.kv_capacity_tokens,
             serving=params.serving,
         )
         # Serving policy (None: one FIFO queue per pod, no limits): per-class limits and

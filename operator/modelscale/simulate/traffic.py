@@ -389,8 +389,8 @@ class Engine(EngineState):
         if incoming.size:
             add_counts(self.arrived, incoming.win)
             add_counts(self.outstanding, incoming.win)
-            too_long = incoming.inp + incoming.out > p.kv_capacity_tokens
-            if too_long.any():
+            if self.feed.has_long:  # some context exceeds the KV cache: refuse those
+                too_long = incoming.inp + incoming.out > p.kv_capacity_tokens
                 bad = incoming.take(np.flatnonzero(too_long))
                 inf = np.full(bad.size, np.inf)
                 self.rejected += bad.size
