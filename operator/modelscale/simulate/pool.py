@@ -8,6 +8,7 @@ import bisect
 import heapq
 import math
 from collections.abc import Iterator
+from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -143,6 +144,14 @@ _EMPTY_INTS: I64 = np.zeros((_N_INTS, 0), dtype=np.int64)
 _EMPTY_FLTS: F64 = np.zeros((_N_POOL_FLTS, 0))
 
 
+class Finished(NamedTuple):
+    """Requests taken from `Active` as they finish decoding."""
+
+    pool: Pool
+    ftt: F64
+    rem: F64
+
+
 class Active(_Rows):
     """Admitted requests (prefilling or decoding), in admission order, in buffers with
     spare capacity: admitting appends in place instead of re-allocating every field each
@@ -177,6 +186,12 @@ class Active(_Rows):
     def take(self, idx: I64) -> Pool:
         """The requests at `idx` as a `Pool` (for recording them as finished)."""
         return Pool(self.ints[:, idx], self.flts[:_N_POOL_FLTS, idx])
+
+    def finished(self, idx: I64) -> Finished:
+        """The requests at `idx` as a `Pool`, with their first-token times and remaining
+        tokens (one gather of each array)."""
+        f = self.flts[:, idx]
+        return Finished(Pool(self.ints[:, idx], f[:_N_POOL_FLTS]), f[_FTT], f[_REM])
 
     def compact(self) -> None:
         """Drop the tombstones, keeping the order of the rest."""

@@ -58,7 +58,7 @@ class Engine(EngineState):
         if self.queue_limit is not None:
             incoming = self._over_limit(incoming)
             pods = incoming.pod
-        self.waiting += np.bincount(pods, minlength=self.waiting.size)
+        add_counts(self.waiting, pods)
         self._enqueue(incoming)
         self.admit_due = True
 
@@ -353,14 +353,15 @@ class Engine(EngineState):
         """Record the few requests at `di` of the active set that finished decoding this
         tick (their remaining tokens went to <= 0), in Python floats: the same operations
         in the same order as the vectorised block of `step`."""
-        done = self.active.take(di)
+        taken = self.active.finished(di)
+        done = taken.pool
         fin: list[float] = []
         tpot: list[float] = []
         freed: dict[int, float] = {}
         rows = zip(
-            self.active.rem[di].tolist(),
+            taken.rem.tolist(),
             req_itl[di].tolist(),
-            self.active.ftt[di].tolist(),
+            taken.ftt.tolist(),
             done.out.tolist(),
             done.pod.tolist(),
             done.reserve.tolist(),
@@ -376,7 +377,7 @@ class Engine(EngineState):
             self.reserved[pod] -= reserve
         fin_a, tpot_a = np.array(fin), np.array(tpot)
         self.ev_tpot.append((max(fin), fin_a, tpot_a))
-        self._finish(done, self.active.ftt[di] - done.arr, tpot_a)
+        self._finish(done, taken.ftt - done.arr, tpot_a)
 
     def step(self, gate: bool) -> None:
         t0 = self.tick * self.dt
