@@ -333,8 +333,11 @@ class AibrixApa:
 
     Every 10 s (`DefaultResyncInterval`, pkg/controller/podautoscaler/
     podautoscaler_controller.go) the controller reads each pod's metric from the pod's
-    own /metrics endpoint (metrics/collector.go `collectFromPods`: pods that answer, i.e.
-    whose container is ready), records their mean into a 180 s stable window
+    own /metrics endpoint (metrics/collector.go `collectFromPods`, over every pod of the
+    selector; metrics/fetcher.go `fetchFromPod` returns 0.0, not an error, for a pod with
+    an IP that does not answer, so a pod still loading its model counts as 0; only a pod
+    without an IP is skipped, and in the replay every created pod has one), records their
+    mean into a 180 s stable window
     (metrics/client.go: `DefaultStableWindowDuration`; `UpdateMetrics` records the
     per-snapshot mean, `GetMetricValue` averages the window) and runs
     `computeTargetReplicas` (algorithm/apa.go) on that average: if use/target > 1 + 0.1,
@@ -344,9 +347,9 @@ class AibrixApa:
     scale-up (0 s) and scale-down (300 s) windows; a scale-up takes the *highest*
     recommendation of the scale-up window, a scale-down the *lowest* of the 300 s
     scale-down window (so it does not delay a scale-down; it repeats the lowest recent
-    one), and no change returns the current count. There is no allowance for pods still
-    starting (no pending-replica guard in AIBrix's history): until new pods answer, the
-    per-pod mean stays high and each resync can double the count again.
+    one), and no change returns the current count. There is no pending-replica guard in
+    AIBrix's history; the zeros of the pods still starting are what keep a resync from
+    multiplying an already-raised count by the same high ratio again.
     """
 
     interval_s = 10.0
@@ -387,7 +390,7 @@ class AibrixApa:
         return current
 
     def observe(self, *, now: float, total: float, pods: int) -> float | None:
-        """Record one snapshot (mean over the pods that answered) and return the stable
+        """Record one snapshot (mean over the `pods` in it) and return the stable
         window's average, or None when no snapshot is in the window."""
         if pods > 0:
             self.samples.append((now, total / pods))
@@ -412,10 +415,8 @@ class AibrixApa:
 
     def decide(self, view: View) -> int:
         current = view.created
-        ready = min(view.container_ready, current)
-        if ready == 0:
-            return current  # "failed to collect metrics from all pods": no scaling
-        use = self.observe(now=view.now, total=self.metric(view), pods=ready)
+        # Every created pod is in the snapshot: those not ready yet report 0 (fetcher.go).
+        use = self.observe(now=view.now, total=self.metric(view), pods=current)
         if use is None:
             return current
         raw = self.compute(current=current, use_per_pod=use)

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from typing import NamedTuple
 
 import numpy as np
 
-from modelscale.simulate.pool import F64, I64, Feed, Pool, add_counts
+from modelscale.simulate.pool import F64, I64, Active, Feed, Pool, add_counts
 from modelscale.simulate.replica import ReplicaParams, Slo
 from modelscale.simulate.serving import ClassTally
 from modelscale.simulate.trace import Gap, Trace, TraceStream
@@ -18,6 +19,13 @@ from modelscale.simulate.view import MAX_METRIC_WINDOW_S
 from modelscale.simulate.windows import WindowStats, group_p99
 
 ROUTING = ("least-loaded", "round-robin")
+
+
+class _Serving(NamedTuple):
+    gate: bool
+    since: float
+    until: float
+    ids: I64
 
 
 class EngineState:
@@ -46,7 +54,12 @@ class EngineState:
         self.n_windows = max(1, math.ceil(source.duration_s / window_s))
         self.window_s = window_s
         self.feed = Feed(
-            source.chunks(), window_s=window_s, n_windows=self.n_windows, serving=params.serving
+            source.chunks(),
+            window_s=window_s,
+            n_windows=self.n_windows,
+            slo=slo,
+            max_context=params.kv_capacity_tokens,
+            serving=params.serving,
         )
         # Serving policy (None: one FIFO queue per pod, no limits): per-class limits and
         # the per-class tally of what was served and shed.
@@ -77,6 +90,7 @@ class EngineState:
         self.initial = np.zeros(cap, dtype=bool)
         self.n_ids = 0
         self._alive_ids: I64 | None = None
+        self._serving: _Serving | None = None  # serving_ids' answer while it holds
         self.draining: list[int] = []  # removed replicas still finishing their requests
         self.rr = 0
         self.admit_due = True
@@ -87,7 +101,7 @@ class EngineState:
         self.gateway = Pool.empty()
         self.queued = Pool.empty()
         self.qkey = np.zeros(0, dtype=np.int64)
-        self.active = Pool.empty()
+        self.active = Active()
         # Scrapes: counters (cumulative output / prompt tokens) and per-pod gauges.
         self.cum_out = 0.0
         self.cum_in = 0.0
@@ -153,6 +167,7 @@ class EngineState:
         self.alive[r] = True
         self.initial[r] = initial
         self._alive_ids = None
+        self._serving = None
 
     def scale_to(self, desired: int, now: float) -> None:
         ids = self.alive_ids()
@@ -166,6 +181,7 @@ class EngineState:
             gone = np.array(order[: ids.size - desired], dtype=np.int64)
             self.alive[gone] = False
             self._alive_ids = None
+            self._serving = None
             self.draining += [int(r) for r in gone if self.running[r] > 0]
             # Their queued requests go back to the gateway, which routes them again.
             back = np.isin(self.queued.pod, gone)
@@ -179,9 +195,17 @@ class EngineState:
                 self.waiting[gone] = 0
 
     def serving_ids(self, t: float, gate: bool) -> I64:
+        """Alive replicas taking traffic at t: warm ones under the gate, else ready ones.
+        Kept until the next replica crosses its threshold or the replicas change."""
+        c = self._serving
+        if c is not None and c.gate == gate and c.since <= t < c.until:
+            return c.ids
         ids = self.alive_ids()
-        at = self.warm_at if gate else self.ready_at
-        out: I64 = ids[at[ids] <= t]
+        at = (self.warm_at if gate else self.ready_at)[ids]
+        out: I64 = ids[at <= t]
+        later = at[at > t]
+        until = float(later.min()) if later.size else math.inf
+        self._serving = _Serving(gate=gate, since=t, until=until, ids=out)
         return out
 
     # -- metrics ----------------------------------------------------------------------
@@ -221,15 +245,15 @@ class EngineState:
         if ready.size:
             per = np.bincount(self.active.pod, weights=self._context(), minlength=self.n_ids)
             kv = float(per[ready].mean() / self.p.kv_capacity_tokens)
-        waiting = float(self.queued.id.size + self.gateway.id.size)
+        waiting = float(self.queued.size + self.gateway.size)
         return float(self.n_active), waiting, kv
 
     # -- requests ---------------------------------------------------------------------
 
     def _finish(self, reqs: Pool, ttft: F64, tpot: F64) -> None:
         """Record finished (or failed: inf) requests for per-window scoring."""
-        win, inp, ids = reqs.win, reqs.inp, reqs.id
-        excess = ttft - self.slo.ttft_target(inp.astype(np.float64))
+        win, ids = reqs.win, reqs.id
+        excess = ttft - reqs.target
         self.fin_buf.append((win, ttft, tpot, excess))
         if self.tally is not None:
             self.tally.finished(reqs.prio, ttft, (excess <= 0) & (tpot <= self.slo.tpot_s))

@@ -188,24 +188,32 @@ def test_apa_scale_up_is_not_stabilised() -> None:
     assert decide(apa, now=20, rate=4 * 150) == 6
 
 
-def test_apa_counts_only_pods_that_answer() -> None:
-    # 8 created, 4 ready at 300 tok/s each: the mean over the 4 that answer is 300,
-    # 3x the target -> ceil(8 x 3) = 24, capped at 2 x 8 = 16.
+def test_apa_counts_a_pod_still_starting_as_zero() -> None:
+    # Upstream rule (vllm-project/aibrix pkg/controller/podautoscaler/metrics/fetcher.go,
+    # RestMetricsFetcher.fetchFromPod): a pod with an IP whose /metrics does not answer
+    # yields 0.0, not an error, so collector.go's snapshot has one value per pod and
+    # client.go's UpdateMetrics averages over all of them. 8 created, 4 ready at 300 tok/s
+    # each: the mean is 1200 / 8 = 150, 1.5x the target -> ceil(8 x 1.5) = 12.
     apa = baselines.AibrixApa(target_per_pod=100)
-    assert decide(apa, created=8, container_ready=4, rate=1200) == 16
+    assert decide(apa, created=8, container_ready=4, rate=1200) == 12
 
 
-def test_apa_keeps_doubling_while_new_pods_are_still_starting() -> None:
-    # 4 ready at 3x the target; the 4 new pods cannot answer yet, so the next resync sees
-    # the same per-pod mean and doubles again (no pending-replica guard upstream).
-    apa = baselines.AibrixApa(target_per_pod=100, window_s=10)
+def test_apa_does_not_compound_while_new_pods_are_starting() -> None:
+    # 4 ready pods at 3x the target: doubled to 8 (max scale-up rate 2). At the next
+    # resync the 4 new pods are still loading and report 0, so the mean halves and APA asks
+    # for what the load needs (1200 / 100 = 12), not for another doubling to 16.
+    apa = baselines.AibrixApa(target_per_pod=100, window_s=10)  # one snapshot per window
     assert decide(apa, now=0, created=4, container_ready=4, rate=1200) == 8
-    assert decide(apa, now=20, created=8, container_ready=4, rate=1200) == 16
+    assert decide(apa, now=20, created=8, container_ready=4, rate=1200) == 12
+    assert decide(apa, now=40, created=12, container_ready=4, rate=1200) == 12
 
 
-def test_apa_holds_without_any_metric() -> None:
+def test_apa_scales_down_when_no_pod_answers_yet() -> None:
+    # Pods with an IP that all fail to answer are zeros, not "failed to collect metrics
+    # from all pods" (that needs every fetch to error: pods without an IP): the mean is 0
+    # and APA recommends floor(3 / 2) = 1, as upstream would.
     apa = baselines.AibrixApa(target_per_pod=100)
-    assert decide(apa, created=3, container_ready=0, rate=0) == 3
+    assert decide(apa, created=3, container_ready=0, rate=0) == 1
 
 
 def test_static_peak_never_changes() -> None:

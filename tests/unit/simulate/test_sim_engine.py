@@ -288,18 +288,29 @@ def test_streamed_replay_memory_does_not_grow_with_trace_length(tmp_path: Path) 
     assert long_peak < 8 * 8 * long_n  # far below one 8-byte array per request field
 
 
-def test_a_pool_keeps_every_column_through_take_and_cat() -> None:
-    """Pool's column list is read once (speed); every field still travels with a request."""
-    from dataclasses import fields  # noqa: PLC0415
-
+def test_a_pool_keeps_every_field_through_take_cat_insert_and_delete() -> None:
+    """A pool's fields are rows of two arrays (speed); every field still travels with its
+    request."""
     from modelscale.simulate.pool import Pool  # noqa: PLC0415
 
     n = 4
     ids = np.arange(n, dtype=np.int64)
     p = Pool.arrivals(
-        ids=ids, arr=ids * 0.5, inp=ids + 10, out=ids + 20, cached=ids, win=ids, prio=ids
+        ids=ids,
+        arr=ids * 0.5,
+        inp=ids + 10,
+        out=ids + 20,
+        cached=ids,
+        win=ids + 1,
+        prio=ids + 2,
+        target=ids * 0.25,
     )
-    assert all(c is getattr(p, f.name) for c, f in zip(p.columns(), fields(Pool), strict=True))
+    p.pod = ids + 3
+    names = ("id", "arr", "inp", "out", "cached", "win", "pod", "prio", "reserve", "target")
     back = p.take(np.array([3, 1])).cat(p.take(np.array([0])))
-    for f in fields(Pool):
-        assert np.array_equal(getattr(back, f.name), getattr(p, f.name)[[3, 1, 0]])
+    for name in names:
+        assert np.array_equal(getattr(back, name), getattr(p, name)[[3, 1, 0]]), name
+    assert np.array_equal(p.reserve, (ids + 10 + ids + 20).astype(np.float64))
+    inserted = p.delete(np.array([1, 2])).insert(np.array([1]), p.take(np.array([1, 2])))
+    for name in names:
+        assert np.array_equal(getattr(inserted, name), getattr(p, name)), name
