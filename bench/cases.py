@@ -5,12 +5,17 @@ Aggregate (ServeGen) traces are replayed at a rate scale that maps them onto a h
 changes on a 10-minute scale) so `make bench` stays within a few minutes.
 
 Tuning and held-out cases: policy defaults may be tuned on the tuning cases only. A case
-whose result anyone has looked at is a tuning case from then on, whatever it was before:
-the split of 2026-12-01 moved azure-code and the three earlier held-out ServeGen slices
-(servegen-m-large day 5, servegen-m-small days 1 and 3) into tuning, since their results
-had been read in the previous round. The held-out cases (`held_out=True`) are new slices,
-other days and hours of the two ServeGen traces, fixed before any result on them was
-run; they are never used to tune anything, and results on them are the honest ones.
+whose result anyone has looked at is a tuning case from then on, whatever it was before.
+History of the split: the first split of 2026-12-01 moved azure-code and the three earlier
+held-out ServeGen slices (servegen-m-large day 5, servegen-m-small days 1 and 3) into
+tuning, since their results had been read in the previous round, and held out three new
+slices (servegen-m-large day 10 morning and day 8 afternoon, servegen-m-small day 12
+evening). Their results were read that round, so the second split (2026-12-01, later
+round, its own commit before any result of this round was run) moved those three into
+tuning and held out two new slices, of days and hours no case had used: servegen-m-large
+day 9, 11:00-12:30, and servegen-m-small day 13, 18:30-20:00 (chosen from the traces' rates
+alone: busy hours with a ramp). The held-out cases (`held_out=True`) are never used to
+tune anything, and results on them are the honest ones.
 """
 
 from __future__ import annotations
@@ -89,12 +94,20 @@ CASES = (
     _servegen("servegen-m-small", "m-small", day=1, start_h=19.5, hours=1.5),
     # Day 3, 19:30-21:00: the same evening on another day.
     _servegen("servegen-m-small-d3", "m-small", day=3, start_h=19.5, hours=1.5),
-    # Held out from here on: chosen 2026-12-01 before any result on them was run, at the
-    # rate scales of the other slices of the same trace.
+    # Held out in the first split of 2026-12-01, results read that round: tuning now.
     # Day 10, 08:00-09:30: the morning hours of a day of the second week.
-    _servegen("servegen-m-large-d10", "m-large", day=10, start_h=8, hours=1.5, held_out=True),
+    _servegen("servegen-m-large-d10", "m-large", day=10, start_h=8, hours=1.5),
     # Day 12, 19:30-21:00: the evening rise on a day of the second week.
-    _servegen("servegen-m-small-d12", "m-small", day=12, start_h=19.5, hours=1.5, held_out=True),
-    # Day 8, 13:00-14:30: an afternoon, an hour of the day no case had.
-    _servegen("servegen-m-large-d8-pm", "m-large", day=8, start_h=13, hours=1.5, held_out=True),
+    _servegen("servegen-m-small-d12", "m-small", day=12, start_h=19.5, hours=1.5),
+    # Day 8, 13:00-14:30: an afternoon.
+    _servegen("servegen-m-large-d8-pm", "m-large", day=8, start_h=13, hours=1.5),
+    # Held out from here on: chosen in the second split of 2026-12-01 before any result on
+    # them was run, from the traces' 10-minute rates only, at the rate scales of the other
+    # slices of the same trace.
+    # Day 9, 11:00-12:30: late morning into noon, ~250 to ~360 req/s (x0.1) with longer
+    # prompts (~1,000-1,300 tokens) than the other m-large slices.
+    _servegen("servegen-m-large-d9", "m-large", day=9, start_h=11, hours=1.5, held_out=True),
+    # Day 13, 18:30-20:00: an evening step, ~1,140 to ~1,780 req/s within ten minutes at
+    # 19:10, then rising to ~2,190 (x0.03).
+    _servegen("servegen-m-small-d13", "m-small", day=13, start_h=18.5, hours=1.5, held_out=True),
 )

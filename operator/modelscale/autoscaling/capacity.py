@@ -251,6 +251,17 @@ class CapacityModel:
             return LatencyCurve(points=(), width=target * self.bin_fraction)
         return state.curve if state.curve is not None else self._envelope(state)
 
+    def tested_load(self, state: CapacityState, *, target: float, slo: float) -> float | None:
+        """The heaviest load per replica the pods were seen serving with a fitted P99 within
+        `knee` x `slo`: the centre of the heaviest such bin of the latency curve, a load
+        recent samples showed rather than an estimate extrapolated from them. None: none."""
+        tested = None
+        for load, p in self.latency_curve(state, target=target).points:
+            if p > slo * self.knee:
+                break  # the curve is monotone: every heavier bin is over the knee too
+            tested = load
+        return tested
+
     def to_dict(self, state: CapacityState) -> dict[str, Any]:
         return {
             "s": state.scale,

@@ -84,6 +84,13 @@ KEEP_DECISIONS = 10
 STEP_GAIN = 1.0
 # On a P99 over its SLO, scale the warmed replicas by the overshoot, up to this factor.
 BURST_CAP = 2.0
+# A scale-down may load each remaining replica with at most this multiple of the heaviest
+# load per replica the pods were seen serving within the SLO (CapacityModel.tested_load).
+# The capacity estimate above that load is a prior or an extrapolation, and a cliff in
+# TTFT (queueing at saturation) gives no warning in the P99s below it: from 2 replicas at
+# half their SLOs, servegen-m-small day 12 went to 1 (each pod's load doubled, to past its
+# knee) and missed 5 windows while the second came back.
+SCALE_DOWN_REACH = 1.5
 # Larger readings are garbage, not load (a million replicas at a million tokens/s; a P99 of
 # 11 days): learned as they are, 1e300 tokens/s made the forecaster's variance infinite,
 # and status cannot hold infinity. Clipped, the policy asks for maxReplicas and says why.
@@ -284,6 +291,22 @@ class ForecastNeed(NamedTuple):
     idle: bool = False
 
 
+def _within_tested_load(
+    replicas: int, *, current: int, demand: float, config: PolicyConfig, model: PolicyModel
+) -> int:
+    """The fewest replicas, at least `replicas` and at most `current`, that load each with
+    at most SCALE_DOWN_REACH x the heaviest load per replica seen within the SLO
+    (`CapacityModel.tested_load`). No such load seen yet: `replicas` (the other guards,
+    the window and the latency margin, still apply)."""
+    tested = state_mod.capacity_model(config).tested_load(
+        model.cap, target=config.target_tokens_per_replica, slo=config.latency_slo_seconds
+    )
+    if tested is None or tested <= 0.0:
+        return replicas
+    reach = _ceil_replicas(demand / (SCALE_DOWN_REACH * tested), config)
+    return min(current, max(replicas, reach))
+
+
 def recommend_for_forecast(
     obs: Observation, *, config: PolicyConfig, model: PolicyModel, backlog_draining: bool = False
 ) -> ForecastNeed:
@@ -342,6 +365,16 @@ def recommend_for_forecast(
             message += (
                 f"; keeping {_replicas(kept)}: fewer need {config.scale_down_hysteresis:.0%} "
                 "of spare demand to scale down"
+            )
+            replicas = kept
+    if 0 < replicas < current and adaptive and not idle:
+        kept = _within_tested_load(
+            replicas, current=current, demand=demand, config=config, model=model
+        )
+        if kept > replicas:
+            message += (
+                f"; keeping {_replicas(kept)}: fewer would load each beyond "
+                f"{SCALE_DOWN_REACH:g}x the heaviest load per replica seen within the SLO"
             )
             replicas = kept
     curve = capacity.latency_curve(model.cap, target=target)

@@ -171,3 +171,16 @@ def test_no_violation_is_invented_across_a_gap_in_the_data() -> None:
     assert curve.p99(1600.0) is not None and curve.p99(1600.0) > SLO  # type: ignore[operator]
     # The capacity estimate is where the slow bin starts, not halfway.
     assert MODEL.capacity(s, target=TARGET) == pytest.approx(TARGET)
+
+
+def test_the_tested_load_is_the_heaviest_bin_seen_within_the_knee() -> None:
+    """Bins 100 tok/s wide (0.2 x a 500 prior): calm at 220 and 330, over the knee at 640."""
+    model = CAPACITY
+    prior, slo = 500.0, 2.0
+    s = model.initial(target=prior)
+    for load, p99 in ((220.0, 0.4), (330.0, 0.9), (640.0, 1.95)):
+        for _ in range(5):
+            s = model.observe(s, load=load, p99=p99, target=prior, slo=slo)
+    assert model.tested_load(s, target=prior, slo=slo) == pytest.approx(350.0)
+    # A stricter SLO puts the 330 bin over the knee too.
+    assert model.tested_load(s, target=prior, slo=0.9) == pytest.approx(250.0)

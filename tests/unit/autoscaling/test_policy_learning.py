@@ -299,3 +299,51 @@ def test_replicas_still_starting_are_cancelled_once_the_forecast_no_longer_needs
     held, _ = recommender.recommend(starting(1.6), config=config, state=st)
     assert held.replicas == r0 + 3
     assert held.reason == recommender.LATENCY_MARGIN
+
+
+def held(
+    config: PolicyConfig, *, phases: list[tuple[float, int, float]], p99: float = 0.3
+) -> tuple[recommender.Recommendation, ScalingState, float]:
+    """Serve each (tok/s, replicas, minutes) phase with the replicas held there (the
+    recommendation is not acted on); returns the last recommendation, state and time."""
+    st = ScalingState()
+    t = T0
+    rec = None
+    for rate, replicas, minutes in phases:
+        for _ in range(int(minutes * 4)):
+            rec, st = recommender.recommend(
+                obs(t, rate=rate, replicas=replicas, p99=p99), config=config, state=st
+            )
+            t += 15.0
+    assert rec is not None
+    return rec, st, t
+
+
+@pytest.mark.parametrize(
+    ("phases", "want"),
+    [
+        # 2 pods at 200 tok/s each, well within the SLO; the 500 tok/s prior says one
+        # would do, but no pod has been seen at more than ~250 tok/s (its bin's centre):
+        # one pod at 400 is past 1.5x that, so both stay.
+        pytest.param([(400.0, 2, 20.0)], 2, id="halving-past-any-load-seen-keeps-two"),
+        # The same, after one pod was seen serving 350 tok/s within the SLO: 400 is within
+        # 1.5x of that, so the second is given back.
+        pytest.param([(350.0, 1, 10.0), (400.0, 2, 20.0)], 1, id="a-load-seen-allows-it"),
+        # A large fleet gives back one at a time: 10 -> 9 adds 11 % to each pod's load.
+        pytest.param([(2000.0, 10, 20.0)], 9, id="large-fleet-steps-down"),
+    ],
+)
+def test_scale_down_never_loads_a_pod_far_beyond_any_load_seen_within_the_slo(
+    phases: list[tuple[float, int, float]], want: int
+) -> None:
+    rec, _, _ = held(CONFIG, phases=phases)
+    assert rec.replicas == want
+    if want == 2:
+        assert "1.5x the heaviest load per replica seen within the SLO" in rec.message
+
+
+def test_the_scale_down_reach_needs_evidence_not_an_empty_curve() -> None:
+    """Before any (load, P99) pair was learned (the fleet grew within the rate window on
+    every sample), there is no tested load and the bound does not hold the fleet."""
+    model = state.CAPACITY
+    assert model.tested_load(model.initial(target=PRIOR), target=PRIOR, slo=SLO) is None
