@@ -4,8 +4,10 @@ printed before them (issue 11: `make bench-sweep` took over an hour).
 
 The golden file holds, per replay, SHA-256 digests of every per-request and per-window
 array of `RunResult` and the exact repr of its scalars, plus the exact `--json` output of
-one `modelscale simulate` run. It was made by main at f263fa0 (before the speed-ups) with
-`PYTHONPATH=<main's checkout>/operator python tests/unit/simulate/test_sim_equal_results.py`.
+one `modelscale simulate` run. It was made from the code before the speed-ups (main at
+f263fa0 with this round's two policy changes merged: the change-point stabilisation windows
+and the scale-down reach, i.e. the speed-ups' parent tree) with
+`PYTHONPATH=<that checkout>/operator python tests/unit/simulate/test_sim_equal_results.py`.
 A change MEANT to alter results (a replica-model change) regenerates it that way, from its
 own code, and says so in its commit."""
 
