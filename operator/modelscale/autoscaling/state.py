@@ -176,6 +176,7 @@ def push(
     replicas: int,
     keep: float,
     is_max: bool,
+    lag: float = 0.0,
 ) -> tuple[tuple[float, int], ...]:
     """Sliding-window max (or min) of a recommendation that holds until it changes.
 
@@ -185,14 +186,18 @@ def push(
     (what it replaced counted until then). An entry leaves the window once the next one's
     `since` is `keep` old. The same recommendation again changes nothing, so a steady
     ModelDeployment's state does not move with the clock (no status write), and a state
-    read back after a restart is the window as it was."""
+    read back after a restart is the window as it was.
+
+    `lag` (the time between calls): a replaced value was last recommended one call before
+    its successor's `since`, so it leaves `lag` earlier; with calls `lag` apart the window
+    is then exactly the per-call sliding max (min) over `keep`, as the HPA keeps it."""
     out = list(window)
     if not out or out[-1][1] != replicas:
         since = now
         while out and ((out[-1][1] <= replicas) if is_max else (out[-1][1] >= replicas)):
             since = out.pop()[0]
         out.append((since, replicas))
-    while len(out) > 1 and out[1][0] <= now - keep:
+    while len(out) > 1 and out[1][0] <= now - max(keep - lag, 0.0):
         out.pop(0)
     return tuple(out)
 
@@ -210,6 +215,7 @@ def record_window(
             replicas=replicas,
             keep=config.scale_down_stabilization_seconds,
             is_max=True,
+            lag=config.pass_interval_seconds,
         ),
         up=push(
             model.up,
@@ -217,6 +223,7 @@ def record_window(
             replicas=replicas,
             keep=config.scale_up_stabilization_seconds,
             is_max=False,
+            lag=config.pass_interval_seconds,
         ),
         since=now if model.since is None else model.since,
     )

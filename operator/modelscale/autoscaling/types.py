@@ -52,6 +52,12 @@ class PolicyConfig:
     default_horizon_seconds: float = 120.0
     scale_up_stabilization_seconds: float = 0.0
     scale_down_stabilization_seconds: float = 240.0  # the API's default (api/scaling.py)
+    # The time between two calls of the policy (the operator's scaling interval). The
+    # stabilisation windows keep a recommendation until the call that replaced it, one
+    # interval after it was last made: the window's own length is shortened by this so a
+    # value counts for exactly the window after it was last recommended, as the HPA's
+    # stabilisation window does. 0: a value counts until the call that replaced it.
+    pass_interval_seconds: float = 0.0
     max_scale_up_step: int = 100
     max_scale_down_step: int = 1
     on_missing_metrics: MissingMetricsBehaviour = "Hold"

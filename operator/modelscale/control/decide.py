@@ -37,10 +37,13 @@ def decide(
     history: Sequence[tuple[float, float]] = (),
     tpot_p99: float | None = None,
     metrics_error: str | None = None,
+    pass_interval_seconds: float = 0.0,
 ) -> Decision:
     """Run the policy for one ModelDeployment. `history` (token rate over time) seeds a
     forecaster that has learned nothing yet. `metrics_error`: why Prometheus could not be
-    queried, told apart from an answer without samples."""
+    queried, told apart from an answer without samples. `pass_interval_seconds`: the time
+    between two passes (the stabilisation windows count a value for the window after its
+    last pass)."""
     stats = startup.stats_for(md_namespace=md.namespace, md_name=md.name, pods=pods)
     # Pods on a NotReady node serve nothing: the policy decides for the others, and the
     # Deployment gets that many more so their replacements start (and warm up) now.
@@ -64,7 +67,7 @@ def decide(
         # A refused token rate is missing for a reason the user can fix: say which.
         metrics_error=metrics_error or ("; ".join(signals.problems) or None),
     )
-    config = scaling.policy_config(md.spec)
+    config = scaling.policy_config(md.spec, pass_interval_seconds=pass_interval_seconds)
     state = scaling.previous_state(md)
     if history:
         state = recommender.bootstrap(state, samples=history, config=config)

@@ -30,7 +30,9 @@ METRICS_UNAVAILABLE = "MetricsUnavailable"
 METRIC_REASONS = frozenset({"MetricsMissing", "MetricsStale"})
 
 
-def policy_config(spec: ModelDeploymentSpec) -> PolicyConfig:
+def policy_config(spec: ModelDeploymentSpec, *, pass_interval_seconds: float = 0.0) -> PolicyConfig:
+    """The policy's settings from the spec; `pass_interval_seconds`: the operator's scaling
+    interval (the stabilisation windows' per-call semantics, `PolicyConfig`)."""
     s = spec.scaling
     missing = s.on_missing_metrics
     return PolicyConfig(
@@ -50,6 +52,7 @@ def policy_config(spec: ModelDeploymentSpec) -> PolicyConfig:
         seasonality=s.forecast.seasonality,
         tpot_slo_seconds=s.targets.time_per_output_token_p99_seconds,
         ttft_slo_per_1k_prompt_seconds=s.targets.latency_slo.per_thousand_prompt_tokens_seconds,
+        pass_interval_seconds=pass_interval_seconds,
     )
 
 

@@ -276,6 +276,7 @@ def run_pass(
                 current=replicas_now[key].replicas,
                 now=now,
                 history=histories.series.get(key, ()),
+                pass_interval_seconds=interval,
             )
             outcome = _act(api, md, body, decision=decision, running=replicas_now[key], now=now)
         except Exception:  # one ModelDeployment must not stop the pass for the others

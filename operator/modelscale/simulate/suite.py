@@ -235,6 +235,7 @@ def ours_config(setup: Setup, *, scale: float | None = None) -> PolicyConfig:
         latency_slo_seconds=setup.slo.ttft_s,
         tpot_slo_seconds=setup.slo.tpot_s,
         ttft_slo_per_1k_prompt_seconds=setup.slo.ttft_per_1k_input_s,
+        pass_interval_seconds=ours.Modelscale.interval_s,
     )
 
 

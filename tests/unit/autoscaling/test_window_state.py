@@ -69,6 +69,30 @@ def test_change_points_give_the_max_and_min_of_the_per_pass_list(
         assert len(new) <= 6  # one entry per distinct value at most
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    values=st.lists(st.integers(1, 6), min_size=1, max_size=80),
+    keep=KEEP,
+    interval=st.sampled_from([5.0, 15.0, 30.0]),
+    is_max=st.booleans(),
+)
+def test_with_the_pass_interval_the_window_is_the_per_pass_one_exactly(
+    values: list[int], keep: float, interval: float, is_max: bool
+) -> None:
+    # Passes `interval` apart (the operator's scaling interval, the simulator's 15 s):
+    # told the interval, a value counts for exactly `keep` after the last pass that
+    # recommended it, as the per-pass list (and the HPA's window) counts it.
+    new: Window = ()
+    old: Window = ()
+    for i, r in enumerate(values):
+        now = T0 + i * interval
+        new = state_mod.push(new, now=now, replicas=r, keep=keep, is_max=is_max, lag=interval)
+        old = old_push(old, now=now, replicas=r, keep=keep, is_max=is_max)
+        got = max(v for _, v in new) if is_max else min(v for _, v in new)
+        was = max(v for _, v in old) if is_max else min(v for _, v in old)
+        assert got == was
+
+
 @settings(max_examples=200, deadline=None)
 @given(gaps=PASSES, keep=KEEP, is_max=st.booleans(), later=st.integers(1, 3600))
 def test_the_same_recommendation_again_changes_nothing_until_a_value_leaves(
