@@ -113,17 +113,22 @@ def test_available_on_distinct_gpu_nodes(kubectl: Kubectl, ns: str, served: str)
     pdb = kubectl.json("-n", ns, "get", "pdb", served)
     for child in (svc, pdb):
         assert child["metadata"]["ownerReferences"][0]["kind"] == "ModelDeployment"
-    slices = kubectl.json(
-        "-n", ns, "get", "endpointslices", "-l", f"kubernetes.io/service-name={served}"
-    )
-    ready_ips = {
-        a
-        for s in slices["items"]
-        for e in s.get("endpoints") or []
-        if (e.get("conditions") or {}).get("ready")
-        for a in e["addresses"]
-    }
-    assert ready_ips == {p["status"]["podIP"] for p in pods}
+    want = {p["status"]["podIP"] for p in pods}
+
+    def ready_ips() -> set[str]:
+        slices = kubectl.json(
+            "-n", ns, "get", "endpointslices", "-l", f"kubernetes.io/service-name={served}"
+        )
+        return {
+            a
+            for s in slices["items"]
+            for e in s.get("endpoints") or []
+            if (e.get("conditions") or {}).get("ready")
+            for a in e["addresses"]
+        }
+
+    # The EndpointSlice controller follows pod readiness a moment later (its own watch).
+    wait_until(lambda: ready_ips() == want, timeout=30, what=f"ready endpoints {want}")
 
 
 def test_printer_columns(kubectl: Kubectl, ns: str, served: str) -> None:
