@@ -14,8 +14,12 @@ evening). Their results were read that round, so the second split (2026-12-01, l
 round, its own commit before any result of this round was run) moved those three into
 tuning and held out two new slices, of days and hours no case had used: servegen-m-large
 day 9, 11:00-12:30, and servegen-m-small day 13, 18:30-20:00 (chosen from the traces' rates
-alone: busy hours with a ramp). The held-out cases (`held_out=True`) are never used to
-tune anything, and results on them are the honest ones.
+alone: busy hours with a ramp). Their results were read that round too, so the third split
+(2026-12-01, evening, its own commit before any result of that round was run) moved them
+into tuning and held out three new slices of days no case had used, again chosen from the
+traces' hourly rates and mean lengths alone: servegen-m-large day 14, 14:00-15:30 and day 7,
+10:00-11:30, and servegen-m-small day 6, 07:30-09:00. The held-out cases (`held_out=True`)
+are never used to tune anything, and results on them are the honest ones.
 """
 
 from __future__ import annotations
@@ -101,13 +105,21 @@ CASES = (
     _servegen("servegen-m-small-d12", "m-small", day=12, start_h=19.5, hours=1.5),
     # Day 8, 13:00-14:30: an afternoon.
     _servegen("servegen-m-large-d8-pm", "m-large", day=8, start_h=13, hours=1.5),
-    # Held out from here on: chosen in the second split of 2026-12-01 before any result on
-    # them was run, from the traces' 10-minute rates only, at the rate scales of the other
-    # slices of the same trace.
+    # Held out in the second split of 2026-12-01, results read that round: tuning now.
     # Day 9, 11:00-12:30: late morning into noon, ~250 to ~360 req/s (x0.1) with longer
     # prompts (~1,000-1,300 tokens) than the other m-large slices.
-    _servegen("servegen-m-large-d9", "m-large", day=9, start_h=11, hours=1.5, held_out=True),
+    _servegen("servegen-m-large-d9", "m-large", day=9, start_h=11, hours=1.5),
     # Day 13, 18:30-20:00: an evening step, ~1,140 to ~1,780 req/s within ten minutes at
     # 19:10, then rising to ~2,190 (x0.03).
-    _servegen("servegen-m-small-d13", "m-small", day=13, start_h=18.5, hours=1.5, held_out=True),
+    _servegen("servegen-m-small-d13", "m-small", day=13, start_h=18.5, hours=1.5),
+    # Held out from here on: chosen in the third split of 2026-12-01 before any result on
+    # them was run, from the traces' hourly rates and mean lengths only, at the rate scales
+    # of the other slices of the same trace.
+    # Day 14, 14:00-15:30: an afternoon rise, ~195 to ~270 req/s (x0.1) while the mean
+    # prompt grows from ~1,000 to ~1,400 tokens.
+    _servegen("servegen-m-large-d14", "m-large", day=14, start_h=14, hours=1.5, held_out=True),
+    # Day 7, 10:00-11:30: the late-morning ramp, ~190 to ~270 req/s with short answers.
+    _servegen("servegen-m-large-d7", "m-large", day=7, start_h=10, hours=1.5, held_out=True),
+    # Day 6, 07:30-09:00: the morning ramp, ~850 to ~1,180 req/s (x0.03).
+    _servegen("servegen-m-small-d6", "m-small", day=6, start_h=7.5, hours=1.5, held_out=True),
 )
