@@ -157,6 +157,8 @@ def defaults_goal(res: CaseResult) -> tuple[bool, str]:
 def best_goal(best: dict[str, Any], oracle_rs: float) -> tuple[bool, list[str]]:
     """The at-best half of the goal, on the gated table of `best_at_target`."""
     gated = best["gated"]
+    if suite.OURS not in gated:
+        return False, ["at best: modelscale's grid was not run (sweep.py --only)"]
     ours = gated[suite.OURS]
     lines: list[str] = []
     if ours["replica_seconds"] is None:

@@ -1,6 +1,7 @@
 """`make bench-sweep`: every policy over the same grid of its own knob, and the goal check.
 
-    .venv/bin/python bench/sweep.py [--case NAME ...] [--workers N] [--out DIR]
+    .venv/bin/python bench/sweep.py [--case NAME ...] [--only POLICY ...] [--workers N]
+        [--out DIR]
 
 One tuning budget for everyone: each peer's target and ours' per-replica target (the
 load-tested capacity) are multiplied by the same nine values (`suite.SWEEP`, 0.5 to 1.5);
@@ -9,6 +10,13 @@ static is searched without a cap. Per trace the goal is checked on the gated tab
 >= 99 % of scored windows: ours at its best cheaper than every gated peer at its best and
 within 1.15x the oracle; ours at its defaults >= 99 % and within 1.25x. Results go to
 OUT/sweep.json and OUT/sweep-summary.md, one cost/attainment plot per trace.
+
+`--only POLICY` re-runs only those policies' grid points and keeps every other policy's
+points from the case's entry in OUT/sweep.json, if it has one (a peer's points do not
+depend on ours, so after a change to our policy `--only modelscale` re-scores the goal in
+minutes). Each
+entry's `run_at` says when each policy's points were computed, and the summary is always
+recomputed from the merged points.
 """
 
 from __future__ import annotations
@@ -122,8 +130,32 @@ def summary(results: dict[str, dict[str, Any]]) -> str:
     return "\n".join(rows)
 
 
-def sweep_case(case: Case, workers: int, out: Path) -> tuple[bool, dict[str, Any]]:
+def kept_points(
+    previous: dict[str, Any] | None, only: list[str] | None
+) -> tuple[list[suite.SweepPoint], dict[str, str]]:
+    """The points (and their `run_at`) of the policies not re-run, from a previous entry."""
+    if not only or previous is None or not previous.get("points"):
+        return [], {}
+    fields = set(figures.Figures.__dataclass_fields__)
+    kept = [
+        suite.SweepPoint(
+            p["policy"],
+            p["table"],
+            float(p["setting"].removeprefix("target x")),
+            figures.Figures(**{k: v for k, v in p.items() if k in fields}),
+        )
+        for p in previous["points"]
+        if p["policy"] not in only
+    ]
+    run_at = previous.get("run_at", {})
+    return kept, {p.policy: run_at.get(p.policy, "before run_at was kept") for p in kept}
+
+
+def sweep_case(
+    case: Case, workers: int, out: Path, *, only: list[str] | None, previous: dict[str, Any] | None
+) -> tuple[bool, dict[str, Any]]:
     began = time.perf_counter()
+    kept, run_at = kept_points(previous, only)
     setup = prepare(case, 0)
     if not setup.feasibility.feasible:
         print(
@@ -131,9 +163,11 @@ def sweep_case(case: Case, workers: int, out: Path) -> tuple[bool, dict[str, Any
         )
         return False, {"held_out": case.held_out, "slo_feasible": False}
     defaults = suite.run_tables(setup)
-    todo = suite.sweep_tasks()
+    todo = suite.sweep_tasks(only)
     with ProcessPoolExecutor(max_workers=workers, initializer=_init, initargs=(setup,)) as pool:
-        points = list(pool.map(_run, todo))
+        points = kept + list(pool.map(_run, todo))
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    run_at |= {name: now for name, _, _ in todo}
     best = suite.best_at_target(setup, points, defaults)
     oracle_rs = setup.oracle_run.result.replica_seconds
     assert setup.lower_bound is not None
@@ -173,6 +207,7 @@ def sweep_case(case: Case, workers: int, out: Path) -> tuple[bool, dict[str, Any
             t: {n: f.to_dict() for n, (_, f) in runs.items()} for t, runs in defaults.items()
         },
         "best_at_target": best,
+        "run_at": run_at,
         "points": raw,
     }
 
@@ -180,6 +215,7 @@ def sweep_case(case: Case, workers: int, out: Path) -> tuple[bool, dict[str, Any
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--case", action="append", choices=[c.name for c in CASES])
+    parser.add_argument("--only", action="append", choices=[suite.OURS, *suite.PEER_NAMES])
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument(
@@ -197,15 +233,20 @@ def main() -> int:
                 )
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / "sweep.json"
+    earlier: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
     results: dict[str, Any] = {}
     verdicts: dict[str, bool] = {}
     for case in CASES:
         if args.case and case.name not in args.case:
             continue
-        verdicts[case.name], results[case.name] = sweep_case(case, args.workers, args.out)
-    path = args.out / "sweep.json"
-    if args.case and path.exists():  # a partial re-run updates its cases, keeps the rest
-        results = {**json.loads(path.read_text()), **results}
+        verdicts[case.name], results[case.name] = sweep_case(
+            case, args.workers, args.out, only=args.only, previous=earlier.get(case.name)
+        )
+        # Written after every case: a long sweep interrupted keeps what it finished.
+        path.write_text(json.dumps({**earlier, **results}, indent=1) + "\n")
+    if args.case or args.only:  # a partial re-run updates its cases, keeps the rest
+        results = {**earlier, **results}
     path.write_text(json.dumps(results, indent=1) + "\n")
     table_md = summary({k: v for k, v in results.items() if v.get("slo_feasible")})
     (args.out / "sweep-summary.md").write_text(table_md + "\n")
