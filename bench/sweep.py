@@ -1,7 +1,7 @@
 """`make bench-sweep`: every policy over the same grid of its own knob, and the goal check.
 
     .venv/bin/python bench/sweep.py [--case NAME ...] [--only POLICY ...] [--workers N]
-        [--out DIR]
+        [--out DIR] [--cache DIR]
 
 One tuning budget for everyone: each peer's target and ours' per-replica target (the
 load-tested capacity) are multiplied by the same nine values (`suite.SWEEP`, 0.5 to 1.5);
@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from cases import CASES, Case
-from run import BEST_ORACLE_RATIO, DEFAULTS_ORACLE_RATIO, best_goal, prepare
+from run import BEST_ORACLE_RATIO, DEFAULTS_ORACLE_RATIO, best_goal
+from tune import prepared
 
 from modelscale.simulate import figures, suite
 
@@ -152,11 +153,17 @@ def kept_points(
 
 
 def sweep_case(
-    case: Case, workers: int, out: Path, *, only: list[str] | None, previous: dict[str, Any] | None
+    case: Case,
+    workers: int,
+    out: Path,
+    *,
+    only: list[str] | None,
+    previous: dict[str, Any] | None,
+    cache: Path | None,
 ) -> tuple[bool, dict[str, Any]]:
     began = time.perf_counter()
     kept, run_at = kept_points(previous, only)
-    setup = prepare(case, 0)
+    setup = prepared(case.name, cache)
     if not setup.feasibility.feasible:
         print(
             f"### {case.name}\n\nSLO NOT attainable, nothing scored: {setup.feasibility.reason}\n"
@@ -217,6 +224,9 @@ def main() -> int:
     parser.add_argument("--case", action="append", choices=[c.name for c in CASES])
     parser.add_argument("--only", action="append", choices=[suite.OURS, *suite.PEER_NAMES])
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument(
+        "--cache", type=Path, help="keep each prepared case as a pickle (as bench/tune.py)"
+    )
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument(
         "--replot", action="store_true", help="only redraw the curves from OUT/sweep.json"
@@ -241,7 +251,12 @@ def main() -> int:
         if args.case and case.name not in args.case:
             continue
         verdicts[case.name], results[case.name] = sweep_case(
-            case, args.workers, args.out, only=args.only, previous=earlier.get(case.name)
+            case,
+            args.workers,
+            args.out,
+            only=args.only,
+            previous=earlier.get(case.name),
+            cache=args.cache,
         )
         # Written after every case: a long sweep interrupted keeps what it finished.
         path.write_text(json.dumps({**earlier, **results}, indent=1) + "\n")
