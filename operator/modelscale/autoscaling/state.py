@@ -45,6 +45,8 @@ CAPACITY = capacity_mod.CapacityModel(
     grow_below=0.4,
     forget_every=40,
     extrapolate=True,
+    served_below=0.8,
+    served_cliff_below=0.3,
 )
 # PolicyConfig.adaptive False: the spec's value is a ceiling (the model before issue 11).
 CAPACITY_FIXED = capacity_mod.CapacityModel()
