@@ -20,7 +20,7 @@ Effective capacity (tokens/s per replica at the SLO):
   spec is a ceiling, and the model lowers it when P99 shows the spec is optimistic.
 
 The recommender's model (`state.CAPACITY`) sets `probe`, `knee`, `grow_below`,
-`forget_every` and `extrapolate`: the spec's value is then a prior, moved up as well as
+`forget_every`, `extrapolate` and the served rule (`served_below`, `served_cliff_below`): the spec's value is then a prior, moved up as well as
 down by the pods' metrics (docs/policy.md); the class defaults keep the ceiling behaviour
 described above (`PolicyConfig.adaptive = False`).
 
