@@ -20,9 +20,10 @@ Effective capacity (tokens/s per replica at the SLO):
   spec is a ceiling, and the model lowers it when P99 shows the spec is optimistic.
 
 The recommender's model (`state.CAPACITY`) sets `probe`, `knee`, `grow_below`,
-`forget_every`, `extrapolate` and the served rule (`served_below`, `served_cliff_below`): the spec's value is then a prior, moved up as well as
-down by the pods' metrics (docs/policy.md); the class defaults keep the ceiling behaviour
-described above (`PolicyConfig.adaptive = False`).
+`forget_every`, `extrapolate` and the served rule (`served_below`, `served_cliff_below`):
+the spec's value is then a prior, moved up as well as down by the pods' metrics
+(docs/policy.md); the class defaults keep the ceiling behaviour described above
+(`PolicyConfig.adaptive = False`).
 
 Limits, seen in the trace simulator: the P99 at a 1-minute load per replica also depends
 on the request mix and on bursts (Azure code traffic violates TTFT at low average load),

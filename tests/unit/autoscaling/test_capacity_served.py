@@ -4,10 +4,13 @@ load, where the calm rule (every signal under 0.4 of its SLO) left it at the pri
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
+from test_policy_learning import CONFIG, T0, obs
 
 from modelscale.autoscaling import recommender, state
-from modelscale.autoscaling.types import Observation, PolicyConfig, ScalingState
+from modelscale.autoscaling.types import ScalingState
 
 PRIOR = 500.0  # the API default tokensPerSecondPerReplica
 SLO = 2.0  # TTFT; every pressure below is in these units (share x SLO)
@@ -53,29 +56,14 @@ def test_the_policy_learns_the_served_load_from_ttft_and_tpot_and_asks_for_fewer
     """Two warmed pods serving 650 tok/s each for three minutes, TTFT at 0.25 of its 2 s
     SLO and TPOT at 0.07 s of its 0.1 s: the capacity becomes 650, so 1,300 tok/s needs 2
     replicas, not the 4 the 500 tok/s prior x headroom 0.8 asks for."""
-    config = PolicyConfig(
-        min_replicas=1,
-        max_replicas=20,
-        target_tokens_per_replica=PRIOR,
-        latency_slo_seconds=SLO,
-        tpot_slo_seconds=0.1,
-    )
+    config = replace(CONFIG, tpot_slo_seconds=0.1)
     s = ScalingState()
-    t0 = 1_700_438_400.0
     rec = None
     for i in range(13):
-        t = t0 + 15.0 * i
-        obs = Observation(
-            now=t,
-            token_rate=1300.0,
-            p99_seconds=0.5,
-            queue_depth=0.0,
-            sample_time=t,
-            warmed_replicas=2,
-            current_replicas=2,
-            p99_tpot_seconds=0.07,
+        t = T0 + 15.0 * i
+        rec, s = recommender.recommend(
+            obs(t, rate=1300.0, replicas=2, p99=0.5, p99_tpot_seconds=0.07), config=config, state=s
         )
-        rec, s = recommender.recommend(obs, config=config, state=s)
     assert rec is not None
     m = state.load(s.model, config=config)
     assert MODEL.capacity(m.cap, target=PRIOR) == pytest.approx(650.0)
