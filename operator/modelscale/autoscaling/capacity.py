@@ -20,9 +20,10 @@ Effective capacity (tokens/s per replica at the SLO):
   spec is a ceiling, and the model lowers it when P99 shows the spec is optimistic.
 
 The recommender's model (`state.CAPACITY`) sets `probe`, `knee`, `grow_below`,
-`forget_every` and `extrapolate`: the spec's value is then a prior, moved up as well as
-down by the pods' metrics (docs/policy.md); the class defaults keep the ceiling behaviour
-described above (`PolicyConfig.adaptive = False`).
+`forget_every`, `extrapolate` and the served rule (`served_below`, `served_cliff_below`):
+the spec's value is then a prior, moved up as well as down by the pods' metrics
+(docs/policy.md); the class defaults keep the ceiling behaviour described above
+(`PolicyConfig.adaptive = False`).
 
 Limits, seen in the trace simulator: the P99 at a 1-minute load per replica also depends
 on the request mix and on bursts (Azure code traffic violates TTFT at low average load),
@@ -111,6 +112,15 @@ class CapacityModel:
     forget_every: int = 0
     # With no crossing seen, continue the fitted curve to knee x SLO (see observe).
     extrapolate: bool = False
+    # Direct evidence from a busier sample than a calm one: a load per replica served
+    # with the worst watched P99 under `served_below` x SLO while the cliff signal (TTFT:
+    # queueing, which jumps at saturation; observe's `cliff`) stays under
+    # `served_cliff_below` x SLO raises the capacity to that load at once, never past it.
+    # TPOT rises gradually with the batch and sits at 0.6-0.8 of its SLO at ordinary
+    # loads, so the calm rule (`grow_below`, on the worst signal) rarely sees it calm and
+    # the capacity stayed at the prior while the pods served far more. None: off.
+    served_below: float | None = None
+    served_cliff_below: float = 0.0
 
     def initial(self, *, target: float) -> CapacityState:
         return CapacityState(scale=target, p99=(None,) * self.bins, n=(0,) * self.bins)
@@ -119,13 +129,29 @@ class CapacityModel:
         return state.scale * self.bin_fraction
 
     def observe(
-        self, state: CapacityState, *, load: float, p99: float, target: float, slo: float
+        self,
+        state: CapacityState,
+        *,
+        load: float,
+        p99: float,
+        target: float,
+        slo: float,
+        cliff: float | None = None,
     ) -> CapacityState:
-        """One (load per warmed replica, P99) pair."""
+        """One (load per warmed replica, P99) pair. `p99` is the worst watched signal in
+        units of `slo`; `cliff`, in the same units, the one that jumps at saturation (TTFT)
+        when the worst may be a gradual one (TPOT). None: `p99` is both."""
         if state.scale != target or len(state.p99) != self.bins:
             state = self.initial(target=target)
         if not (math.isfinite(load) and math.isfinite(p99)) or load < 0.0 or p99 < 0.0:
             return state
+        if cliff is None or not math.isfinite(cliff):
+            cliff = p99
+        served = (
+            self.served_below is not None
+            and p99 <= slo * self.served_below
+            and cliff <= slo * self.served_cliff_below
+        )
         # Direct evidence: this load per replica was served well within the SLO.
         calm = self.probe is not None and p99 <= slo * self.grow_below
         # ... or close to breaking it: the capacity is at most this load.
@@ -157,6 +183,8 @@ class CapacityModel:
                 return replace(
                     new, capacity=float(f"{min(max(load, seen), self.max_ratio * target):.6g}")
                 )
+            if served and load > seen:
+                return replace(new, capacity=float(f"{min(load, self.max_ratio * target):.6g}"))
             if busy and load < seen:
                 return replace(new, capacity=float(f"{max(load, self.min_ratio * target):.6g}"))
             return new
@@ -179,7 +207,7 @@ class CapacityModel:
         bounded = min(
             max(wanted, current * (1.0 - self.max_change)), current * (1.0 + self.max_change)
         )
-        if calm and load > bounded:
+        if (calm or served) and load > bounded:
             bounded = min(load, self.max_ratio * target)
         if busy and load < bounded:
             bounded = max(load, self.min_ratio * target)

@@ -52,6 +52,7 @@ from modelscale.autoscaling.demand import (
     draining,
     latencies,
     latency_margin_short,
+    latency_slo,
     learn_mix,
     pressure,
     secs,
@@ -232,6 +233,7 @@ def _learn(
             p99=share,
             target=config.target_tokens_per_replica,
             slo=config.latency_slo_seconds,
+            cliff=_cliff_share(obs, config),
         )
     correction = model.correction
     # The same for SLO misses: a miss while replicas are still starting, or before the
@@ -245,6 +247,16 @@ def _learn(
     return model._replace(
         fc=fc, cap=cap, sample_time=obs.sample_time, correction=correction, fleet=fleet
     )
+
+
+def _cliff_share(obs: Observation, config: PolicyConfig) -> float | None:
+    """The configured signal's P99 (TTFT: queueing, a cliff at saturation) in units of
+    `latency_slo_seconds`, beside the worst of all watched signals, which may be the
+    gradual TPOT (CapacityModel.served_cliff_below). None: not measured."""
+    p99 = obs.p99_seconds
+    if p99 is None or not math.isfinite(p99):
+        return None
+    return p99 / latency_slo(obs, config) * config.latency_slo_seconds
 
 
 def _track_idle(obs: Observation, *, config: PolicyConfig, model: PolicyModel) -> PolicyModel:

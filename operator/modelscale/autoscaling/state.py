@@ -32,7 +32,9 @@ FORECASTER = FORECASTERS["Auto"]
 # below 125 tok/s, and long-prompt traffic sustains less per replica (no effect on the
 # tuning traces). The knee stays at 0.9 x SLO: at the SLO itself the tuning traces cost
 # 1.45/1.74/1.12x the oracle at defaults instead of 1.45/1.74/1.15x, but servegen-m-large
-# (day 1) lost one more 1-minute window (96.7 % instead of 97.5 %).
+# (day 1) lost one more 1-minute window (96.7 % instead of 97.5 %). The served rule (a load
+# served with every P99 under 0.8 of its SLO and TTFT under 0.3 of its is the capacity at
+# least): docs/policy.md, "Third split of 2026-12-01".
 CAPACITY = capacity_mod.CapacityModel(
     bins=16,
     bin_fraction=0.2,
@@ -45,6 +47,8 @@ CAPACITY = capacity_mod.CapacityModel(
     grow_below=0.4,
     forget_every=40,
     extrapolate=True,
+    served_below=0.8,
+    served_cliff_below=0.3,
 )
 # PolicyConfig.adaptive False: the spec's value is a ceiling (the model before issue 11).
 CAPACITY_FIXED = capacity_mod.CapacityModel()
