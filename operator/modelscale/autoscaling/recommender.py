@@ -55,6 +55,7 @@ from modelscale.autoscaling.demand import (
     learn_mix,
     pressure,
     secs,
+    unserved_work,
     work_rate,
     zero_demand,
 )
@@ -308,7 +309,13 @@ def _within_tested_load(
 
 
 def recommend_for_forecast(
-    obs: Observation, *, config: PolicyConfig, model: PolicyModel, backlog_draining: bool = False
+    obs: Observation,
+    *,
+    config: PolicyConfig,
+    model: PolicyModel,
+    backlog_draining: bool = False,
+    previous_queue: float | None = None,
+    sample_gap: float = 0.0,
 ) -> ForecastNeed:
     """Replicas the forecast needs."""
     assert obs.token_rate is not None
@@ -322,6 +329,16 @@ def recommend_for_forecast(
     rising = 0.0 if model.rate is None else max(now_rate - model.rate, 0.0)
     adaptive = config.adaptive
     now_rate = min(now_rate + STEP_GAIN * rising, 2.0 * now_rate) if adaptive else now_rate
+    # A queue growing on saturated pods is demand the served rate cannot show; added at
+    # most once more than the rate (as the step response), since a queue also grows in
+    # a burst shorter than a start-up. Not while a backlog drains (the rate is not demand).
+    queued = 0.0
+    if adaptive and not backlog_draining:
+        queued = unserved_work(
+            obs, config=config, model=model, previous_queue=previous_queue, gap=sample_gap
+        )
+        queued = min(queued, now_rate)
+        now_rate += queued
     factor = state_mod.ERRORS.factor(model.err) if adaptive else None
     upper = fc.upper if factor is None else fc.mean * factor
     demand = upper if backlog_draining else max(upper, now_rate)
@@ -349,7 +366,9 @@ def recommend_for_forecast(
     margin = f"x{factor:.2f} measured error" if factor is not None else f"upper {fc.upper:.0f}"
     message = (
         f"forecast {fc.mean:.0f} tok/s ({margin}) in {horizon:.0f} s, "
-        f"now {now_rate:.0f} tok/s: needs {_replicas(replicas)} at "
+        f"now {now_rate:.0f} tok/s"
+        + (f" ({queued:.0f} of it queued, not served)" if queued > 0.0 else "")
+        + f": needs {_replicas(replicas)} at "
         f"{share * model.correction:.0%} of {cap:.0f} tok/s"
     )
     current = obs.current_replicas
@@ -447,7 +466,15 @@ def recommend(
     fresh = obs.sample_time is not None and (seen is None or obs.sample_time > seen)
     model = _learn(obs, config=config, model=model, backlog_draining=backlog)
     model = _track_idle(obs, config=config, model=model)
-    need = recommend_for_forecast(obs, config=config, model=model, backlog_draining=backlog)
+    gap = 0.0 if seen is None or obs.sample_time is None else obs.sample_time - seen
+    need = recommend_for_forecast(
+        obs,
+        config=config,
+        model=model,
+        backlog_draining=backlog,
+        previous_queue=previous_queue,
+        sample_gap=gap,
+    )
     # Forecasts made before the forecaster has seen its warm-up samples are not scored:
     # a model that has seen one minute of traffic misses any ramp, and its errors (x1.7
     # on azure-conv x4's first minutes) would set the measured headroom for an hour.
