@@ -92,6 +92,9 @@ BURST_CAP = 2.0
 # half their SLOs, servegen-m-small day 12 went to 1 (each pod's load doubled, to past its
 # knee) and missed 5 windows while the second came back.
 SCALE_DOWN_REACH = 1.5
+# Zero demand counts as none (the replicas go to minReplicas at once) after this many
+# horizons of silence, the rate window's included (see recommend_for_forecast).
+IDLE_HORIZONS = 2.0
 # Larger readings are garbage, not load (a million replicas at a million tokens/s; a P99 of
 # 11 days): learned as they are, 1e300 tokens/s made the forecaster's variance infinite,
 # and status cannot hold infinity. Clipped, the policy asks for maxReplicas and says why.
@@ -287,7 +290,7 @@ class ForecastNeed(NamedTuple):
     forecast: forecast_mod.Forecast
     horizon: float  # seconds ahead the forecast looked
     predicted_p99: float | None  # P99 the latency curve predicts at `replicas`
-    # Nothing served, prefilled or queued for a whole horizon, and no daily
+    # Nothing served, prefilled or queued for IDLE_HORIZONS horizons, and no daily
     # profile that expects more: demand is zero and a scale-down need not wait.
     idle: bool = False
 
@@ -344,14 +347,18 @@ def recommend_for_forecast(
     demand = upper if backlog_draining else max(upper, now_rate)
     idle = adaptive and zero_demand(obs) and not backlog_draining
     idle = idle and not state_mod.FORECASTERS[config.seasonality].uses_profile(model.fc)
-    # ... for at least one horizon: a replica given back costs one horizon (start-up and
-    # warm-up) to have again, so keeping idle replicas as long as that costs at most what
-    # scaling down and back costs (the break-even rule: at most twice the best in
-    # hindsight, whatever the gap). Scaling down on the first idle rate window lost
-    # azure-code's bursts, whose gaps are shorter than a start-up (22 % of windows).
-    idle = idle and model.idle_since is not None and obs.now - model.idle_since >= horizon
+    # ... for IDLE_HORIZONS horizons. A replica given back costs one horizon (start-up and
+    # warm-up) to have again, and a burst that meets the replicas given back costs more
+    # than that: it queues on the ones left, breaks the SLO until the others return, and
+    # its backlog is served after them, about one horizon more. Waiting as long as that
+    # costs at most what scaling down and back costs (the break-even rule of rent-or-buy:
+    # at most twice the best choice in hindsight, whatever the gap). Scaling down on the
+    # first idle rate window lost azure-code's bursts (22 % of windows); after one
+    # horizon, its silences of 2-2.5 minutes still met one replica (68.9 %; two: 75.6 %).
+    silent = None if model.idle_since is None else obs.now - model.idle_since
+    idle = idle and silent is not None and silent >= IDLE_HORIZONS * horizon
     if idle:
-        # Nothing served for a whole horizon and no daily profile that expects more: the
+        # Nothing served for that long and no daily profile that expects more: the
         # forecast's slowly decaying level is not demand.
         demand = 0.0
     target = config.target_tokens_per_replica
@@ -564,11 +571,13 @@ def recommend(
                 "that the forecast no longer needs"
             )
         elif need.idle:
-            # Zero demand for a whole horizon: the stabilisation window guards against
+            # Zero demand for IDLE_HORIZONS horizons: the stabilisation window guards against
             # demand that jitters, and there is none. Waiting it out kept 3 replicas
             # for minutes after the load stopped (issue 11).
             final = clamped
-            message = f"{message}; no demand for a whole horizon: scaling down to {final} now"
+            message = (
+                f"{message}; no demand for {IDLE_HORIZONS:g} horizons: scaling down to {final} now"
+            )
         elif near_slo is not None:
             final = current
             reason = LATENCY_MARGIN

@@ -1,0 +1,67 @@
+"""A silence between bursts (azure-code: 2-2.5 minutes, just over one start-up) keeps the
+replicas; only one that lasts `IDLE_HORIZONS` horizons counts as no demand."""
+
+from __future__ import annotations
+
+from modelscale.autoscaling import recommender
+from modelscale.autoscaling.types import Observation, PolicyConfig, ScalingState
+
+T0 = 1_700_438_400.0
+HORIZON = 120.0
+CONFIG = PolicyConfig(
+    min_replicas=1,
+    max_replicas=50,
+    target_tokens_per_replica=500.0,
+    latency_slo_seconds=2.0,
+    default_horizon_seconds=HORIZON,
+)
+
+
+def obs(now: float, *, rate: float, replicas: int) -> Observation:
+    return Observation(
+        now=now,
+        token_rate=rate,
+        p99_seconds=0.5,
+        queue_depth=0.0,
+        sample_time=now - 1.0,
+        warmed_replicas=replicas,
+        current_replicas=replicas,
+        prompt_token_rate=rate * 4.0,
+    )
+
+
+def _silence(seconds: float) -> tuple[int, int, str]:
+    """Busy 4 replicas for 20 minutes, then `seconds` with nothing served (the rate window's
+    60 s included, as the 1-minute rate reads it). (replicas before, after, last reason)."""
+    st = ScalingState()
+    t = T0
+    replicas = 4
+    for _ in range(80):
+        rec, st = recommender.recommend(
+            obs(t, rate=1800.0, replicas=replicas), config=CONFIG, state=st
+        )
+        replicas = rec.replicas
+        t += 15.0
+    before = replicas
+    for _ in range(int((seconds - 60.0) // 15.0) + 1):
+        rec, st = recommender.recommend(
+            obs(t, rate=0.0, replicas=replicas), config=CONFIG, state=st
+        )
+        replicas = rec.replicas
+        t += 15.0
+    return before, replicas, rec.reason
+
+
+def test_a_silence_longer_than_one_horizon_but_shorter_than_two_keeps_the_replicas() -> None:
+    # 150 s of silence: more than the 120 s horizon, less than two.
+    before, after, reason = _silence(1.25 * HORIZON)
+    assert before > 1
+    assert after > 1, "a burst after 2.5 minutes of silence would meet minReplicas"
+    assert reason != recommender.MIN_REPLICAS
+
+
+def test_a_silence_of_two_horizons_is_no_demand() -> None:
+    before, after, reason = _silence(recommender.IDLE_HORIZONS * HORIZON)
+    assert before > 1
+    assert after == CONFIG.min_replicas
+    assert reason == recommender.MIN_REPLICAS
