@@ -578,6 +578,14 @@ def recommend(
             message = (
                 f"{message}; no demand for {IDLE_HORIZONS:g} horizons: scaling down to {final} now"
             )
+        elif config.adaptive and zero_demand(obs):
+            # A silence not yet IDLE_HORIZONS long: it ends in a burst or becomes no demand
+            # (then every replica goes at once); removing them one by one meanwhile
+            # leaves the burst too few (azure-code: 6 -> 1 during a 3-minute silence).
+            final = current
+            reason = SCALE_DOWN_STABILIZING
+            message = f"{message}; holding {current} through a silence shorter than "
+            message += f"{IDLE_HORIZONS:g} horizons"
         elif near_slo is not None:
             final = current
             reason = LATENCY_MARGIN

@@ -3,6 +3,8 @@ replicas; only one that lasts `IDLE_HORIZONS` horizons counts as no demand."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from modelscale.autoscaling import recommender
 from modelscale.autoscaling.types import Observation, PolicyConfig, ScalingState
 
@@ -30,7 +32,7 @@ def obs(now: float, *, rate: float, replicas: int) -> Observation:
     )
 
 
-def _silence(seconds: float) -> tuple[int, int, str]:
+def _silence(seconds: float, config: PolicyConfig = CONFIG) -> tuple[int, int, str]:
     """Busy 4 replicas for 20 minutes, then `seconds` with nothing served (the rate window's
     60 s included, as the 1-minute rate reads it). (replicas before, after, last reason)."""
     st = ScalingState()
@@ -65,3 +67,15 @@ def test_a_silence_of_two_horizons_is_no_demand() -> None:
     assert before > 1
     assert after == CONFIG.min_replicas
     assert reason == recommender.MIN_REPLICAS
+
+
+def test_a_silence_is_not_scaled_down_one_replica_at_a_time() -> None:
+    """With a 30 s scale-down window the forecast's decaying level would take the fleet
+    down one replica per pass during the silence (azure-code: 6 -> 1 in a 3-minute one,
+    and the next burst met one replica); it is held until the silence counts as none."""
+    short_window = replace(CONFIG, scale_down_stabilization_seconds=30.0)
+    before, after, reason = _silence(recommender.IDLE_HORIZONS * HORIZON - 15.0, short_window)
+    assert after == before > 1
+    assert reason == recommender.SCALE_DOWN_STABILIZING
+    _, after, _ = _silence(recommender.IDLE_HORIZONS * HORIZON, short_window)
+    assert after == CONFIG.min_replicas
