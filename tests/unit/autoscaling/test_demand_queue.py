@@ -7,34 +7,23 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from fixed_policy import FIXED_CAPACITY, T0, observation
 
 from modelscale.autoscaling import demand, recommender, state
-from modelscale.autoscaling.types import Observation, PolicyConfig, ScalingState
+from modelscale.autoscaling.types import Observation, ScalingState
 
-T0 = 1_700_438_400.0
-CONFIG = PolicyConfig(
-    min_replicas=1,
-    max_replicas=50,
-    target_tokens_per_replica=500.0,
-    latency_slo_seconds=2.0,
-    default_horizon_seconds=120.0,
-)
+# The learning policy with the API's 500 tok/s prior and its 240 s scale-down window.
+CONFIG = replace(FIXED_CAPACITY, adaptive=True, max_replicas=50, target_tokens_per_replica=500.0)
+CONFIG = replace(CONFIG, scale_down_stabilization_seconds=240.0)
 MODEL = state.load({}, config=CONFIG)
 
 
 def obs(
     now: float, *, rate: float, queue: float, replicas: int = 2, p99: float = 0.5
 ) -> Observation:
-    return Observation(
-        now=now,
-        token_rate=rate,
-        p99_seconds=p99,
-        queue_depth=queue,
-        sample_time=now - 1.0,
-        warmed_replicas=replicas,
-        current_replicas=replicas,
-        request_rate=rate / 100.0,  # 100 output tokens per request
-    )
+    """100 output tokens per served request."""
+    scrape = observation(now, rate=rate, replicas=replicas, p99=p99, queue=queue, age=1.0)
+    return replace(scrape, request_rate=rate / 100.0)
 
 
 def test_queue_growth_is_converted_to_tokens_at_the_mean_request() -> None:

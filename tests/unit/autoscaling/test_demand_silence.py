@@ -5,31 +5,19 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from fixed_policy import FIXED_CAPACITY, T0, observation
+
 from modelscale.autoscaling import recommender
 from modelscale.autoscaling.types import Observation, PolicyConfig, ScalingState
 
-T0 = 1_700_438_400.0
-HORIZON = 120.0
-CONFIG = PolicyConfig(
-    min_replicas=1,
-    max_replicas=50,
-    target_tokens_per_replica=500.0,
-    latency_slo_seconds=2.0,
-    default_horizon_seconds=HORIZON,
-)
+HORIZON = FIXED_CAPACITY.default_horizon_seconds  # 120 s
+# The learning policy with the API's 500 tok/s prior and its 240 s scale-down window.
+CONFIG = replace(FIXED_CAPACITY, adaptive=True, max_replicas=50, target_tokens_per_replica=500.0)
+CONFIG = replace(CONFIG, scale_down_stabilization_seconds=240.0)
 
 
 def obs(now: float, *, rate: float, replicas: int) -> Observation:
-    return Observation(
-        now=now,
-        token_rate=rate,
-        p99_seconds=0.5,
-        queue_depth=0.0,
-        sample_time=now - 1.0,
-        warmed_replicas=replicas,
-        current_replicas=replicas,
-        prompt_token_rate=rate * 4.0,
-    )
+    return observation(now, rate=rate, replicas=replicas, age=1.0, prompt=rate * 4.0)
 
 
 def _silence(seconds: float, config: PolicyConfig = CONFIG) -> tuple[int, int, str]:
