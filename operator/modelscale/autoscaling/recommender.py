@@ -273,6 +273,7 @@ def _score_forecast(
         actual=load,
         forecast=need.forecast.mean,
         horizon=need.horizon,
+        quantile=config.forecast_error_quantile,
     )
     return model._replace(err=err, rate=_round(load))
 
