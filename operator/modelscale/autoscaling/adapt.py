@@ -26,11 +26,18 @@ def _r(x: float) -> float:
     return float(f"{x:.6g}")
 
 
+# The running quantile's step per scored forecast, in log(actual / forecast).
+QUANTILE_STEP = 0.01
+
+
 class ErrorState(NamedTuple):
     pending: tuple[tuple[float, float], ...] = ()  # (due time, forecast mean)
     n: int = 0
     mean: float = 0.0  # EWMA of log(actual / forecast)
     up: float = 0.0  # EWMA of the squared upside deviation from `mean` (x2)
+    # ForecastError.update's `quantile`: a running estimate of that quantile of
+    # log(actual / forecast).
+    q: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,12 +51,25 @@ class ForecastError:
     keep: int = 40  # pending forecasts kept at most (a horizon of 10 min at 15 s)
 
     def update(
-        self, state: ErrorState, *, t: float, actual: float, forecast: float, horizon: float
+        self,
+        state: ErrorState,
+        *,
+        t: float,
+        actual: float,
+        forecast: float,
+        horizon: float,
+        quantile: float = 0.0,
     ) -> ErrorState:
         """Score the forecasts due by `t` against `actual`, then remember `forecast`
-        (the demand predicted for t + horizon)."""
+        (the demand predicted for t + horizon). 0 < `quantile` < 1 also tracks that
+        quantile of the errors (a floor under the factor, see `factor`)."""
+        if not 0.0 <= quantile < 1.0:
+            raise ValueError(
+                f"forecast_error_quantile {quantile!r}: give a share in [0, 1) (0: off)"
+            )
         pending = list(state.pending)
         n, mean, up = state.n, state.mean, state.up
+        q = state.q
         while pending and pending[0][0] <= t:
             _, predicted = pending.pop(0)
             eps = max(1.0, 0.01 * max(predicted, actual))
@@ -60,21 +80,35 @@ class ForecastError:
             dev = max(x - mean, 0.0)
             up += w * (2.0 * dev * dev - up)
             n = min(n + 1, 1_000_000)
+            if quantile > 0.0:
+                q = x if n == 1 else q + QUANTILE_STEP * (quantile - (1.0 if x <= q else 0.0))
         pending.append((_r(t + horizon), _r(max(forecast, 0.0))))
         return ErrorState(
-            pending=tuple(pending[-self.keep :]), n=n, mean=_r(mean), up=_r(max(up, 0.0))
+            pending=tuple(pending[-self.keep :]),
+            n=n,
+            mean=_r(mean),
+            up=_r(max(up, 0.0)),
+            q=_r(q),
         )
 
     def factor(self, state: ErrorState) -> float | None:
         """What the forecast mean is multiplied by to cover its upside error (None:
-        not enough forecasts scored yet)."""
+        not enough forecasts scored yet); at least the tracked quantile, if any."""
         if state.n < self.min_count:
             return None
-        f = math.exp(state.mean + self.z * math.sqrt(state.up))
+        f = math.exp(max(state.mean + self.z * math.sqrt(state.up), state.q))
         return min(max(f, 1.0), self.max_factor)
 
     def to_dict(self, state: ErrorState) -> dict[str, Any]:
-        return {"p": [list(x) for x in state.pending], "n": state.n, "m": state.mean, "u": state.up}
+        out: dict[str, Any] = {
+            "p": [list(x) for x in state.pending],
+            "n": state.n,
+            "m": state.mean,
+            "u": state.up,
+        }
+        if state.q:
+            out["q"] = state.q
+        return out
 
     def from_dict(self, data: dict[str, Any]) -> ErrorState:
         return ErrorState(
@@ -82,6 +116,7 @@ class ForecastError:
             n=int(data.get("n", 0)),
             mean=float(data.get("m", 0.0)),
             up=float(data.get("u", 0.0)),
+            q=float(data.get("q", 0.0)),
         )
 
 

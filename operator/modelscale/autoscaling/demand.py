@@ -2,6 +2,7 @@
 
 - `work_rate`: demand in output-token equivalents at the usual prompt/output mix;
 - `draining`: the token rate is a backlog being served, not new demand;
+- `unserved_work`: demand a saturated fleet queues instead of serving;
 - `zero_demand`: nothing served, prefilled or waiting over the whole rate window;
 - `latencies` / `pressure`: the watched P99s, and the worst as a share of its SLO;
 - `latency_margin_short`: why a scale-down would be unsafe now;
@@ -56,6 +57,34 @@ def work_rate(obs: Observation, *, config: PolicyConfig, model: PolicyModel) -> 
         return out
     ratio = model.mix_prompt / model.mix_output
     return (out + k * max(prompt, 0.0)) / (1.0 + k * ratio)
+
+
+def unserved_work(
+    obs: Observation,
+    *,
+    config: PolicyConfig,
+    model: PolicyModel,
+    previous_queue: float | None,
+    gap: float,
+) -> float:
+    """Work/s (output-token equivalents, as `work_rate`) arriving that the served rate does
+    not show: a saturated pod serves at its limit while requests queue, so its token rate
+    reads its capacity, not the demand. The queue's growth since the previous sample
+    (`gap` seconds ago), while it is longer than `queue_depth_per_replica` per warmed
+    replica, is requests arriving faster than they are served; converted with the mean
+    work of a served request (work rate / request rate). 0 without a queue over the
+    allowance, a previous queue or a request rate. On azure-code one pod prefilling 7,500
+    prompt tokens/s (all it can) held 200-400 waiting requests while the policy sized
+    the fleet for the 90 tok/s it served."""
+    q, served = obs.queue_depth, obs.request_rate
+    if q is None or served is None or previous_queue is None or gap <= 0.0:
+        return 0.0
+    if not (math.isfinite(q) and math.isfinite(served)) or served <= 0.0:
+        return 0.0
+    if q <= config.queue_depth_per_replica * max(obs.warmed_replicas, 1):
+        return 0.0
+    growth = max(q - previous_queue, 0.0) / gap
+    return growth * work_rate(obs, config=config, model=model) / served
 
 
 def learn_mix(obs: Observation, *, model: PolicyModel) -> PolicyModel:

@@ -56,6 +56,7 @@ from modelscale.autoscaling.demand import (
     learn_mix,
     pressure,
     secs,
+    unserved_work,
     work_rate,
     zero_demand,
 )
@@ -92,6 +93,9 @@ BURST_CAP = 2.0
 # half their SLOs, servegen-m-small day 12 went to 1 (each pod's load doubled, to past its
 # knee) and missed 5 windows while the second came back.
 SCALE_DOWN_REACH = 1.5
+# Zero demand counts as none (the replicas go to minReplicas at once) after this many
+# horizons of silence, the rate window's included (see recommend_for_forecast).
+IDLE_HORIZONS = 2.0
 # Larger readings are garbage, not load (a million replicas at a million tokens/s; a P99 of
 # 11 days): learned as they are, 1e300 tokens/s made the forecaster's variance infinite,
 # and status cannot hold infinity. Clipped, the policy asks for maxReplicas and says why.
@@ -281,6 +285,7 @@ def _score_forecast(
         actual=load,
         forecast=need.forecast.mean,
         horizon=need.horizon,
+        quantile=config.forecast_error_quantile,
     )
     return model._replace(err=err, rate=_round(load))
 
@@ -298,7 +303,7 @@ class ForecastNeed(NamedTuple):
     forecast: forecast_mod.Forecast
     horizon: float  # seconds ahead the forecast looked
     predicted_p99: float | None  # P99 the latency curve predicts at `replicas`
-    # Nothing served, prefilled or queued for a whole horizon, and no daily
+    # Nothing served, prefilled or queued for IDLE_HORIZONS horizons, and no daily
     # profile that expects more: demand is zero and a scale-down need not wait.
     idle: bool = False
 
@@ -320,7 +325,13 @@ def _within_tested_load(
 
 
 def recommend_for_forecast(
-    obs: Observation, *, config: PolicyConfig, model: PolicyModel, backlog_draining: bool = False
+    obs: Observation,
+    *,
+    config: PolicyConfig,
+    model: PolicyModel,
+    backlog_draining: bool = False,
+    previous_queue: float | None = None,
+    sample_gap: float = 0.0,
 ) -> ForecastNeed:
     """Replicas the forecast needs."""
     assert obs.token_rate is not None
@@ -334,19 +345,33 @@ def recommend_for_forecast(
     rising = 0.0 if model.rate is None else max(now_rate - model.rate, 0.0)
     adaptive = config.adaptive
     now_rate = min(now_rate + STEP_GAIN * rising, 2.0 * now_rate) if adaptive else now_rate
+    # A queue growing on saturated pods is demand the served rate cannot show; added at
+    # most once more than the rate (as the step response), since a queue also grows in
+    # a burst shorter than a start-up. Not while a backlog drains (the rate is not demand).
+    queued = 0.0
+    if adaptive and not backlog_draining:
+        queued = unserved_work(
+            obs, config=config, model=model, previous_queue=previous_queue, gap=sample_gap
+        )
+        queued = min(queued, now_rate)
+        now_rate += queued
     factor = state_mod.ERRORS.factor(model.err) if adaptive else None
     upper = fc.upper if factor is None else fc.mean * factor
     demand = upper if backlog_draining else max(upper, now_rate)
     idle = adaptive and zero_demand(obs) and not backlog_draining
     idle = idle and not state_mod.FORECASTERS[config.seasonality].uses_profile(model.fc)
-    # ... for at least one horizon: a replica given back costs one horizon (start-up and
-    # warm-up) to have again, so keeping idle replicas as long as that costs at most what
-    # scaling down and back costs (the break-even rule: at most twice the best in
-    # hindsight, whatever the gap). Scaling down on the first idle rate window lost
-    # azure-code's bursts, whose gaps are shorter than a start-up (22 % of windows).
-    idle = idle and model.idle_since is not None and obs.now - model.idle_since >= horizon
+    # ... for IDLE_HORIZONS horizons. A replica given back costs one horizon (start-up and
+    # warm-up) to have again, and a burst that meets the replicas given back costs more
+    # than that: it queues on the ones left, breaks the SLO until the others return, and
+    # its backlog is served after them, about one horizon more. Waiting as long as that
+    # costs at most what scaling down and back costs (the break-even rule of rent-or-buy:
+    # at most twice the best choice in hindsight, whatever the gap). Scaling down on the
+    # first idle rate window lost azure-code's bursts (22 % of windows); after one
+    # horizon, its silences of 2-2.5 minutes still met one replica (68.9 %; two: 75.6 %).
+    silent = None if model.idle_since is None else obs.now - model.idle_since
+    idle = idle and silent is not None and silent >= IDLE_HORIZONS * horizon
     if idle:
-        # Nothing served for a whole horizon and no daily profile that expects more: the
+        # Nothing served for that long and no daily profile that expects more: the
         # forecast's slowly decaying level is not demand.
         demand = 0.0
     target = config.target_tokens_per_replica
@@ -361,7 +386,9 @@ def recommend_for_forecast(
     margin = f"x{factor:.2f} measured error" if factor is not None else f"upper {fc.upper:.0f}"
     message = (
         f"forecast {fc.mean:.0f} tok/s ({margin}) in {horizon:.0f} s, "
-        f"now {now_rate:.0f} tok/s: needs {_replicas(replicas)} at "
+        f"now {now_rate:.0f} tok/s"
+        + (f" ({queued:.0f} of it queued, not served)" if queued > 0.0 else "")
+        + f": needs {_replicas(replicas)} at "
         f"{share * model.correction:.0%} of {cap:.0f} tok/s"
     )
     current = obs.current_replicas
@@ -459,7 +486,15 @@ def recommend(
     fresh = obs.sample_time is not None and (seen is None or obs.sample_time > seen)
     model = _learn(obs, config=config, model=model, backlog_draining=backlog)
     model = _track_idle(obs, config=config, model=model)
-    need = recommend_for_forecast(obs, config=config, model=model, backlog_draining=backlog)
+    gap = 0.0 if seen is None or obs.sample_time is None else obs.sample_time - seen
+    need = recommend_for_forecast(
+        obs,
+        config=config,
+        model=model,
+        backlog_draining=backlog,
+        previous_queue=previous_queue,
+        sample_gap=gap,
+    )
     # Forecasts made before the forecaster has seen its warm-up samples are not scored:
     # a model that has seen one minute of traffic misses any ramp, and its errors (x1.7
     # on azure-conv x4's first minutes) would set the measured headroom for an hour.
@@ -549,11 +584,21 @@ def recommend(
                 "that the forecast no longer needs"
             )
         elif need.idle:
-            # Zero demand for a whole horizon: the stabilisation window guards against
+            # Zero demand for IDLE_HORIZONS horizons: the stabilisation window guards against
             # demand that jitters, and there is none. Waiting it out kept 3 replicas
             # for minutes after the load stopped (issue 11).
             final = clamped
-            message = f"{message}; no demand for a whole horizon: scaling down to {final} now"
+            message = (
+                f"{message}; no demand for {IDLE_HORIZONS:g} horizons: scaling down to {final} now"
+            )
+        elif config.adaptive and zero_demand(obs):
+            # A silence not yet IDLE_HORIZONS long: it ends in a burst or becomes no demand
+            # (then every replica goes at once); removing them one by one meanwhile
+            # leaves the burst too few (azure-code: 6 -> 1 during a 3-minute silence).
+            final = current
+            reason = SCALE_DOWN_STABILIZING
+            message = f"{message}; holding {current} through a silence shorter than "
+            message += f"{IDLE_HORIZONS:g} horizons"
         elif near_slo is not None:
             final = current
             reason = LATENCY_MARGIN

@@ -113,6 +113,12 @@ class PolicyConfig:
     # the benchmark's SLO). The P99 is compared with the target of the mean request, whose
     # prompt is prompt tokens/s over requests/s; 0, or no request rate: a fixed target.
     ttft_slo_per_1k_prompt_seconds: float = 0.0
+    # With `adaptive`, a margin for steps in demand: the forecast mean is multiplied by at
+    # least this running quantile (0 < q < 1) of the measured log(actual / forecast), a
+    # floor under mean + z x upside deviation. 0: off (the default: on the tuning traces
+    # 0.95 gained two windows on azure-conv x4 and lost one each on azure-code and
+    # servegen-m-large day 5, whose cost rose 1.243 -> 1.319x the oracle; docs/policy.md).
+    forecast_error_quantile: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -176,17 +176,21 @@ def test_a_p99_far_over_the_slo_scales_by_the_overshoot() -> None:
 @pytest.mark.parametrize(
     ("adaptive", "within_s"),
     [
-        # One horizon (120 s here) after the last request: the rate window's 60 s of
-        # silence, then 60 s more.
-        pytest.param(True, CONFIG.default_horizon_seconds - 60.0, id="learning-policy-1-horizon"),
+        # Two horizons (240 s here) after the last request: the rate window's 60 s of
+        # silence, then 180 s more.
+        pytest.param(
+            True,
+            recommender.IDLE_HORIZONS * CONFIG.default_horizon_seconds - 60.0,
+            id="learning-policy-2-horizons",
+        ),
         pytest.param(False, None, id="previous-policy-held-longer"),
     ],
 )
 def test_zero_demand_scales_down_without_hysteresis(adaptive: bool, within_s: float | None) -> None:
     """3 replicas busy, then nothing at all: down to 1 once the demand has been zero for
-    one horizon (what a replica takes to come back), not held by the 300 s stabilisation
-    window, the one-step limit, hysteresis or the forecast's slowly decaying level (the
-    previous policy waits)."""
+    two horizons (what a replica takes to come back, and its backlog), not held by the
+    300 s stabilisation window, the one-step limit, hysteresis or the forecast's slowly
+    decaying level (the previous policy waits)."""
     config = replace(CONFIG, adaptive=adaptive)
     replicas, st, t = settle(config, rate=1200.0, replicas=3, p99=0.5)
     replicas = 3

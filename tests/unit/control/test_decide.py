@@ -178,10 +178,10 @@ TWO = [pod("a"), pod("b")]
         pytest.param(
             fresh(0.0, p99=None),
             3,
-            2,  # zero demand, not yet for a horizon: the usual scale-down, one step
-            "MinReplicas",
-            "",
-            id="no-traffic-no-p99-still-scales-down",
+            3,  # zero demand, not yet for two horizons: held through the silence, not partial
+            "ScaleDownStabilizing",
+            "through a silence",
+            id="no-traffic-no-p99-is-a-silence-not-partial-data",
         ),
         pytest.param(
             dataclasses.replace(
