@@ -18,8 +18,13 @@ alone: busy hours with a ramp). Their results were read that round too, so the t
 (2026-12-01, evening, its own commit before any result of that round was run) moved them
 into tuning and held out three new slices of days no case had used, again chosen from the
 traces' hourly rates and mean lengths alone: servegen-m-large day 14, 14:00-15:30 and day 7,
-10:00-11:30, and servegen-m-small day 6, 07:30-09:00. The held-out cases (`held_out=True`)
-are never used to tune anything, and results on them are the honest ones.
+10:00-11:30, and servegen-m-small day 6, 07:30-09:00. Their results were read that round,
+so the fourth split (2026-12-02, its own commit before any result of this round was run)
+moved them into tuning and held out three new slices of days no case had used, chosen from
+the traces' hourly rates alone: servegen-m-large day 6, 18:00-19:30 (the evening surge) and
+day 2, 02:00-03:30 (a night-time ramp), and servegen-m-small day 9, 18:30-20:00. The
+held-out cases (`held_out=True`) are never used to tune anything, and results on them are
+the honest ones.
 """
 
 from __future__ import annotations
@@ -112,14 +117,23 @@ CASES = (
     # Day 13, 18:30-20:00: an evening step, ~1,140 to ~1,780 req/s within ten minutes at
     # 19:10, then rising to ~2,190 (x0.03).
     _servegen("servegen-m-small-d13", "m-small", day=13, start_h=18.5, hours=1.5),
-    # Held out from here on: chosen in the third split of 2026-12-01 before any result on
-    # them was run, from the traces' hourly rates and mean lengths only, at the rate scales
-    # of the other slices of the same trace.
+    # Held out in the third split of 2026-12-01, results read that round: tuning now.
     # Day 14, 14:00-15:30: an afternoon rise, ~195 to ~270 req/s (x0.1) while the mean
     # prompt grows from ~1,000 to ~1,400 tokens.
-    _servegen("servegen-m-large-d14", "m-large", day=14, start_h=14, hours=1.5, held_out=True),
+    _servegen("servegen-m-large-d14", "m-large", day=14, start_h=14, hours=1.5),
     # Day 7, 10:00-11:30: the late-morning ramp, ~190 to ~270 req/s with short answers.
-    _servegen("servegen-m-large-d7", "m-large", day=7, start_h=10, hours=1.5, held_out=True),
+    _servegen("servegen-m-large-d7", "m-large", day=7, start_h=10, hours=1.5),
     # Day 6, 07:30-09:00: the morning ramp, ~850 to ~1,180 req/s (x0.03).
-    _servegen("servegen-m-small-d6", "m-small", day=6, start_h=7.5, hours=1.5, held_out=True),
+    _servegen("servegen-m-small-d6", "m-small", day=6, start_h=7.5, hours=1.5),
+    # Held out from here on: chosen in the fourth split of 2026-12-02 before any result on
+    # them was run, from the traces' hourly rates only, at the rate scales of the other
+    # slices of the same trace.
+    # Day 6, 18:00-19:30: the evening surge, ~165 to ~210 req/s, then a step to ~315-355
+    # at 19:00 while the mean prompt drops from ~1,500 to ~900 tokens (x0.1).
+    _servegen("servegen-m-large-d6", "m-large", day=6, start_h=18, hours=1.5, held_out=True),
+    # Day 2, 02:00-03:30: a night-time ramp, ~250 to ~515 req/s, most of it in the last
+    # half hour, with short answers (~50 tokens).
+    _servegen("servegen-m-large-d2", "m-large", day=2, start_h=2, hours=1.5, held_out=True),
+    # Day 9, 18:30-20:00: the evening rise, ~1,270 to ~1,610 req/s (x0.03).
+    _servegen("servegen-m-small-d9", "m-small", day=9, start_h=18.5, hours=1.5, held_out=True),
 )
