@@ -1,9 +1,11 @@
 # Autoscaling benchmark (issue 11): included from the Makefile.
 SEEDS ?= 1
+# Cases run in parallel processes (≈ 0.5 GB each at most).
+BENCH_WORKERS ?= 2
 
 .PHONY: bench
 bench: $(STAMP) ## every policy at defaults on every benchmark trace, both tables (~5 min)
-	$(PY) bench/run.py --seeds $(SEEDS)
+	$(PY) bench/run.py --seeds $(SEEDS) --workers $(BENCH_WORKERS)
 
 .PHONY: bench-sweep
 bench-sweep: $(STAMP) ## sweep every policy's target on one grid: best at 99 %, goal check

@@ -1,6 +1,6 @@
 """`make bench`: every policy at its default settings on every benchmark trace, both tables.
 
-    .venv/bin/python bench/run.py [--case NAME ...] [--seeds N] [--plots DIR]
+    .venv/bin/python bench/run.py [--case NAME ...] [--seeds N] [--workers N] [--plots DIR]
 
 Per trace: the exact `modelscale simulate` command, the SLO feasibility verdict, the lower
 bound beside the oracle, and two tables: policy vs policy (every peer behind the same
@@ -18,7 +18,10 @@ import argparse
 import json
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -261,35 +264,64 @@ def load_best() -> dict[str, Any]:
     return {k: v["best_at_target"] for k, v in doc.items() if "best_at_target" in v}
 
 
+def case_result(case: Case, seeds: int, plots: Path | None) -> CaseResult:
+    """One case's result, or why it cannot be scored (a worker process runs this)."""
+    try:
+        return run_case(case, seeds=seeds, plots=plots)[0]
+    except bound.InfeasibleCapacityError as err:
+        return CaseResult(case, feasible=False, reason=str(err))
+
+
+def require_every_policy() -> None:
+    """The benchmark compares every policy: a peer that cannot load here (Dynamo's planner
+    without the `peers` extra) stops it, instead of leaving a column out of the tables."""
+    _, missing = suite.default_policies()
+    if missing:
+        sys.exit(
+            "; ".join(missing)
+            + ". `make bench` installs it; by hand: .venv/bin/pip install -e '.[peers]' "
+            "&& .venv/bin/pip install --no-deps 'ai-dynamo==1.6.1'"
+        )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--case", action="append", choices=[c.name for c in CASES])
     parser.add_argument("--seeds", type=int, default=1, help="seeds per case (default 1)")
+    parser.add_argument(
+        "--workers", type=int, default=1, help="cases run in parallel processes (default 1)"
+    )
     parser.add_argument("--plots", type=Path, help="write one PNG per trace into DIR")
     args = parser.parse_args()
     if not 1 <= args.seeds <= 30:
         parser.error("--seeds must be between 1 and 30")
-    chosen = [c for c in CASES if not args.case or c.name in args.case]
+    if not 1 <= args.workers <= 16:
+        parser.error("--workers must be between 1 and 16")
+    require_every_policy()
+    # Tuning cases first, then the held-out ones; each section in CASES order.
+    chosen = [
+        c
+        for held in (False, True)
+        for c in CASES
+        if c.held_out is held
+        if not args.case or c.name in args.case
+    ]
     best = load_best()
     began = time.perf_counter()
     results: dict[str, CaseResult] = {}
     md: list[str] = []
-    for held_out in (False, True):
-        section = [c for c in chosen if c.held_out is held_out]
-        if not section:
-            continue
-        title = (
-            "## Held-out cases (never used to tune anything)"
-            if held_out
-            else ("## Tuning cases (policy defaults may be tuned on these)")
-        )
-        print(title + "\n", flush=True)
-        md.append(title + "\n")
-        for case in section:
-            try:
-                res, _ = run_case(case, seeds=args.seeds, plots=args.plots)
-            except bound.InfeasibleCapacityError as err:
-                res = CaseResult(case, feasible=False, reason=str(err))
+    with ProcessPoolExecutor(args.workers) if args.workers > 1 else nullcontext() as pool:
+        run = partial(case_result, seeds=args.seeds, plots=args.plots)
+        done = pool.map(run, chosen) if pool is not None else map(run, chosen)
+        for case, res in zip(chosen, done, strict=True):  # printed in order as they finish
+            if not results or case.held_out is not chosen[len(results) - 1].held_out:
+                title = (
+                    "## Held-out cases (never used to tune anything)"
+                    if case.held_out
+                    else "## Tuning cases (policy defaults may be tuned on these)"
+                )
+                print(title + "\n", flush=True)
+                md.append(title + "\n")
             results[case.name] = res
             text = render(res, args.seeds, best.get(case.name))
             print(text, flush=True)

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from cases import CASES, Case
-from run import BEST_ORACLE_RATIO, DEFAULTS_ORACLE_RATIO, best_goal
+from run import BEST_ORACLE_RATIO, DEFAULTS_ORACLE_RATIO, best_goal, require_every_policy
 from tune import prepared
 
 from modelscale.simulate import figures, suite
@@ -242,6 +242,7 @@ def main() -> int:
                     args.out / f"sweep-{case}.png",
                 )
         return 0
+    require_every_policy()
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "sweep.json"
     earlier: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}

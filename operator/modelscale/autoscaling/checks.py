@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from modelscale.autoscaling.types import Observation, PolicyConfig
 
@@ -44,16 +45,19 @@ def check_metrics_fresh(obs: Observation, config: PolicyConfig) -> Blocked | Non
         return None  # nothing to judge: check_metrics_present reports it
     age = obs.now - obs.sample_time
     if age > config.stale_after_seconds:
+        # The sample's own time, not its age: the message stays the same pass after pass
+        # while the metrics stay stale, so the status is not rewritten every pass.
+        taken = datetime.fromtimestamp(obs.sample_time, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         return Blocked(
             METRICS_STALE,
-            f"newest metric sample is {age:.0f} s old (stale after "
-            f"{config.stale_after_seconds:.0f} s)",
+            f"newest metric sample was taken at {taken}, more than "
+            f"{config.stale_after_seconds:.0f} s ago (onMissingMetrics.staleAfterSeconds)",
         )
     return None
 
 
 # Stale first: a pod whose metrics stopped leaves an old sample time *and* no rate, and
-# "newest sample is 180 s old" tells the user more than "no sample".
+# "newest sample was taken at 12:00:00" tells the user more than "no sample".
 METRIC_CHECKS: tuple[Check, ...] = (check_metrics_fresh, check_metrics_present)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -161,6 +162,25 @@ def test_missing_or_stale_metrics_never_scale_down(  # noqa: PLR0917 (one table 
     assert "no scale-down" in rec.message
     # Nothing was learned from the missing/stale sample.
     assert after.model["fc"] == state.model["fc"]
+
+
+def test_stale_message_names_the_sample_time_and_stays_the_same_pass_after_pass() -> None:
+    """The status is written only when it changes: a message with the sample's age in it
+    would rewrite it on every pass of an outage."""
+    state = warmed_up_state(5)
+    now = T0 + 900
+    messages = set()
+    for i in range(4):  # the same stale sample, read on four passes
+        rec, _ = recommender.recommend(
+            obs(now + 15 * i, rate=100.0, replicas=5, age=600.0 + 15 * i),
+            config=CONFIG,
+            state=state,
+        )
+        assert rec.reason == recommender.METRICS_STALE
+        messages.add(rec.message)
+    (message,) = messages
+    assert "staleAfterSeconds" in message, message
+    assert time.strftime("%H:%M:%S", time.gmtime(now - 600.0)) in message, message
 
 
 def test_scale_down_after_an_outage_waits_a_whole_window_again() -> None:
