@@ -144,6 +144,15 @@ def prepare(
     )
     setup.recommend = recommend
     setup.static_replicas = smallest_static(setup)
+    setup.oracle = oracle.no_costlier_than_constant(
+        setup.oracle,
+        trace,
+        replicas=setup.static_replicas,
+        params=params,
+        slo=slo,
+        dt=dt,
+        max_replicas=MAX_REPLICAS,
+    )
     return setup
 
 

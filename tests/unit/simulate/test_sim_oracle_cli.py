@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -69,6 +70,29 @@ def test_oracle_meets_the_policies_target_in_the_model() -> None:
     scores = figures.window_scores(tr, run.result, Slo())
     assert scores.attainment >= figures.TARGET_WINDOWS
     assert int(run.result.cold.sum()) == 0
+
+
+def test_oracle_is_never_costlier_than_a_constant_fleet_that_meets_the_target() -> None:
+    tr = ramp()
+    params, slo = ReplicaParams(), Slo()
+    run = oracle.solve(tr, params=params, slo=slo)
+    peak = int(run.need.max())
+    # A schedule that overshoots (every interval at twice the peak) gives way to a
+    # constant fleet of the peak, which meets the target at lower cost.
+    wasteful = dataclasses.replace(
+        run,
+        need=np.full(run.need.size, 2 * peak, dtype=np.int64),
+        result=dataclasses.replace(run.result, replica_seconds=1e12),
+    )
+    fixed = oracle.no_costlier_than_constant(wasteful, tr, replicas=peak, params=params, slo=slo)
+    assert fixed.meets_slo and fixed.need.tolist() == [peak] * run.need.size
+    assert fixed.result.replica_seconds < 1e12
+    # A constant fleet too small for the ramp does not replace a schedule that meets it;
+    # nor does one that costs more.
+    assert oracle.no_costlier_than_constant(run, tr, replicas=1, params=params, slo=slo) is run
+    assert (
+        oracle.no_costlier_than_constant(run, tr, replicas=4 * peak, params=params, slo=slo) is run
+    )
 
 
 def bursts() -> Trace:
