@@ -277,6 +277,44 @@ def lower_bound(
     return LowerBound(replica_seconds=total, need_s=y, windows_left_out=left_out)
 
 
+def trailing_fluid_load(
+    trace: Trace,
+    *,
+    params: ReplicaParams,
+    slo: Slo,
+    times: NDArray[np.float64],
+    window_s: float = 60.0,
+) -> NDArray[np.float64]:
+    """At each of `times`, the warm replicas the fluid model says the requests that arrived
+    in (t - window_s, t] need, unrounded: their rate over what one warm replica sustains
+    at their mean prompt and answer (as `fluid_replicas` per window). Only requests that
+    have arrived by t count: it reads the present exactly and nothing after it. 0 where
+    none arrived, or where one replica cannot serve their mean request at all."""
+    if window_s <= 0:
+        raise ValueError(f"window_s must be > 0, got {window_s}")
+    a = trace.arrival_s
+    lo = np.searchsorted(a, times - window_s, side="right")
+    hi = np.searchsorted(a, times, side="right")
+    cum_in = np.concatenate(([0.0], np.cumsum(trace.input_tokens, dtype=np.float64)))
+    cum_out = np.concatenate(([0.0], np.cumsum(trace.output_tokens, dtype=np.float64)))
+    load = np.zeros(times.size, dtype=np.float64)
+    for i, t in enumerate(times):
+        n = int(hi[i] - lo[i])
+        span = min(window_s, float(t))
+        if n == 0 or span <= 0:
+            continue
+        per_replica = sustainable_request_rate(
+            params,
+            mean_input=(cum_in[hi[i]] - cum_in[lo[i]]) / n,
+            mean_output=(cum_out[hi[i]] - cum_out[lo[i]]) / n,
+            slo=slo,
+            max_prefill_share=0.9,
+        )
+        if per_replica > 1e-6:
+            load[i] = n / span / per_replica
+    return load
+
+
 def fluid_replicas(
     trace: Trace, *, params: ReplicaParams, slo: Slo, max_replicas: int
 ) -> NDArray[np.int64]:

@@ -23,11 +23,24 @@ sweep its per-replica target is the load-tested capacity x the multiplier, like 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from modelscale.api.v1alpha1 import Targets
 from modelscale.autoscaling.types import PolicyConfig
-from modelscale.simulate import baselines, bound, engine, figures, loadtest, oracle, ours, peers
+from modelscale.simulate import (
+    baselines,
+    bound,
+    engine,
+    figures,
+    loadtest,
+    oracle,
+    ours,
+    peers,
+    present,
+)
 from modelscale.simulate.engine import Policy, RunResult, View
 from modelscale.simulate.figures import Figures
 from modelscale.simulate.oracle import OracleRun
@@ -386,6 +399,35 @@ def best_at_target(
                     "setting": setting,
                 }
     return out
+
+
+def present_replay(setup: Setup) -> Callable[[float], present.Point]:
+    """Replays of the present-knowing reference (`simulate/present.py`) at a margin: every
+    15 s the fluid need of the last minute's requests at their mix
+    (`bound.trailing_fluid_load`), from the same start and behind the same gate as
+    everyone, kept through dips shorter than one start-up horizon."""
+    times = np.arange(0.0, setup.trace.duration_s + present.INTERVAL_S, present.INTERVAL_S)
+    need = bound.trailing_fluid_load(setup.trace, params=setup.params, slo=setup.slo, times=times)
+
+    def replay(margin: float) -> present.Point:
+        policy = present.PresentOracle(
+            times=times, need=need, margin=margin, hold_s=setup.params.horizon_s
+        )
+        f = evaluate(setup, run_policy(setup, policy))
+        return present.Point(
+            margin=margin,
+            attainment=f.slo_attainment_windows,
+            replica_seconds=f.replica_seconds,
+            meets=f.slo_attainment_windows >= figures.TARGET_WINDOWS,
+        )
+
+    return replay
+
+
+def present_reference(setup: Setup) -> present.Search:
+    """The present-knowing reference at the cheapest margin that meets the 99 % window
+    target on this trace, found in hindsight."""
+    return present.cheapest_margin(present_replay(setup))
 
 
 def run_all(
