@@ -152,6 +152,27 @@ class Slice(TypedDict, total=False):
     rate_scale: float
 
 
+def _rows(path: Path) -> tuple[list[str], list[list[str]]]:
+    reader = csv.reader(_open_text(path))
+    header = [h.strip() for h in next(reader, [])]
+    return header, [r for r in reader if r]
+
+
+def aggregate_windows(path: str | Path) -> NDArray[np.float64]:
+    """An aggregate trace's windows, one row of `AGGREGATE_COLUMNS` each, sorted by start:
+    the series a replay draws its requests from, for analyses of the series itself."""
+    p = Path(path)
+    header, rows = _rows(p)
+    if not all(c in header for c in AGGREGATE_COLUMNS):
+        raise TraceError(
+            f"trace {p} has columns {header!r}; "
+            f"an aggregate trace has {','.join(AGGREGATE_COLUMNS)}"
+        )
+    data = _numeric(rows, [header.index(c) for c in AGGREGATE_COLUMNS], p)
+    out: NDArray[np.float64] = data[np.argsort(data[:, 0], kind="stable")]
+    return out
+
+
 def load(path: str | Path, **part: Unpack[Slice]) -> Trace:
     """Load either trace format, keep the slice [start_s, start_s + duration_s): `stream`,
     materialised."""
@@ -174,10 +195,7 @@ def stream(
     part = _Part(seed=seed, start_s=start_s, duration_s=duration_s, rate_scale=rate_scale)
     if rate_scale <= 0:
         raise TraceError(f"--rate-scale must be > 0, got {rate_scale}")
-    text = _open_text(p)
-    reader = csv.reader(text)
-    header = [h.strip() for h in next(reader, [])]
-    rows = [r for r in reader if r]
+    header, rows = _rows(p)
     if all(c in header for c in PER_REQUEST_COLUMNS):
         optional = [c for c in (CACHED_COLUMN, PRIORITY_COLUMN) if c in header]
         cols = list(PER_REQUEST_COLUMNS) + optional

@@ -140,3 +140,19 @@ def test_per_request_cached_tokens_column_is_read(tmp_path: Path) -> None:
     assert tr.cached_tokens.tolist() == [64, 49]
     plain = trace.load(write(tmp_path, "p.csv", PER_REQUEST, gz=False))
     assert plain.cached_tokens is None
+
+
+def test_aggregate_windows_are_the_series_itself_sorted(tmp_path: Path) -> None:
+    # Rows out of order and an empty token mean (ServeGen leaves it empty without traffic).
+    text = (
+        "window_start_s,total_rps,active_clients,covered_rps,mean_input_tokens,mean_output_tokens\n"
+        "600,2.0,1,2.0,300,40\n"
+        "0,1.0,1,1.0,,\n"
+    )
+    windows = trace.aggregate_windows(write(tmp_path, "agg.csv.gz", text, gz=True))
+    assert windows.tolist() == [[0.0, 1.0, 0.0, 0.0], [600.0, 2.0, 300.0, 40.0]]
+
+
+def test_aggregate_windows_refuses_a_per_request_trace(tmp_path: Path) -> None:
+    with pytest.raises(trace.TraceError, match="an aggregate trace has window_start_s"):
+        trace.aggregate_windows(write(tmp_path, "t.csv", PER_REQUEST, gz=False))
