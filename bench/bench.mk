@@ -7,6 +7,10 @@ BENCH_WORKERS ?= 2
 bench: $(STAMP) ## every policy at defaults on every benchmark trace, both tables (18 cases on 2 processes: ≈ 15 min; SEEDS=3 ≈ 45)
 	$(PY) bench/run.py --seeds $(SEEDS) --workers $(BENCH_WORKERS)
 
+.PHONY: bench-present
+bench-present: $(STAMP) ## the present-knowing reference on every case: what reacting perfectly, with no forecast, costs (≈ 5 min with a warm --cache; preparing the cases ≈ 10 min more)
+	$(PY) bench/present.py --workers $(BENCH_WORKERS) $(if $(CACHE),--cache $(CACHE))
+
 .PHONY: bench-sweep
 bench-sweep: $(STAMP) ## sweep every policy's target on one grid: best at 99 %, goal check
 	$(PY) bench/sweep.py
