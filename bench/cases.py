@@ -22,9 +22,14 @@ traces' hourly rates and mean lengths alone: servegen-m-large day 14, 14:00-15:3
 so the fourth split (2026-12-02, its own commit before any result of this round was run)
 moved them into tuning and held out three new slices of days no case had used, chosen from
 the traces' hourly rates alone: servegen-m-large day 6, 18:00-19:30 (the evening surge) and
-day 2, 02:00-03:30 (a night-time ramp), and servegen-m-small day 9, 18:30-20:00. The
-held-out cases (`held_out=True`) are never used to tune anything, and results on them are
-the honest ones.
+day 2, 02:00-03:30 (a night-time ramp), and servegen-m-small day 9, 18:30-20:00. Their
+results were read that round, so the fifth split (2026-12-02, later round, its own commit
+before any result of this round was run) moved them into tuning and held out three new
+slices of days no case had used, chosen from the traces' hourly rates alone:
+servegen-m-large day 11, 08:00-09:30 (a morning ramp) and day 13, 21:00-22:30 (a late
+evening surge), and servegen-m-small day 5, 08:00-09:30 (a morning ramp). The held-out
+cases (`held_out=True`) are never used to tune anything, and results on them are the
+honest ones.
 """
 
 from __future__ import annotations
@@ -125,15 +130,23 @@ CASES = (
     _servegen("servegen-m-large-d7", "m-large", day=7, start_h=10, hours=1.5),
     # Day 6, 07:30-09:00: the morning ramp, ~850 to ~1,180 req/s (x0.03).
     _servegen("servegen-m-small-d6", "m-small", day=6, start_h=7.5, hours=1.5),
-    # Held out from here on: chosen in the fourth split of 2026-12-02 before any result on
-    # them was run, from the traces' hourly rates only, at the rate scales of the other
-    # slices of the same trace.
+    # Held out in the fourth split of 2026-12-02, results read that round: tuning now.
     # Day 6, 18:00-19:30: the evening surge, ~165 to ~210 req/s, then a step to ~315-355
     # at 19:00 while the mean prompt drops from ~1,500 to ~900 tokens (x0.1).
-    _servegen("servegen-m-large-d6", "m-large", day=6, start_h=18, hours=1.5, held_out=True),
+    _servegen("servegen-m-large-d6", "m-large", day=6, start_h=18, hours=1.5),
     # Day 2, 02:00-03:30: a night-time ramp, ~250 to ~515 req/s, most of it in the last
     # half hour, with short answers (~50 tokens).
-    _servegen("servegen-m-large-d2", "m-large", day=2, start_h=2, hours=1.5, held_out=True),
+    _servegen("servegen-m-large-d2", "m-large", day=2, start_h=2, hours=1.5),
     # Day 9, 18:30-20:00: the evening rise, ~1,270 to ~1,610 req/s (x0.03).
-    _servegen("servegen-m-small-d9", "m-small", day=9, start_h=18.5, hours=1.5, held_out=True),
+    _servegen("servegen-m-small-d9", "m-small", day=9, start_h=18.5, hours=1.5),
+    # Held out from here on: chosen in the fifth split of 2026-12-02 before any result on
+    # them was run, from the traces' hourly rates only (days no case had used), at the
+    # rate scales of the other slices of the same trace.
+    # Day 11, 08:00-09:30: the morning ramp, ~87 to ~128 req/s in the first hour, ~158 in
+    # the next (x0.1).
+    _servegen("servegen-m-large-d11", "m-large", day=11, start_h=8, hours=1.5, held_out=True),
+    # Day 13, 21:00-22:30: the late-evening surge, ~135 req/s, then ~233 from 22:00.
+    _servegen("servegen-m-large-d13", "m-large", day=13, start_h=21, hours=1.5, held_out=True),
+    # Day 5, 08:00-09:30: the morning ramp, ~1,070 to ~1,340 req/s (x0.03).
+    _servegen("servegen-m-small-d5", "m-small", day=5, start_h=8, hours=1.5, held_out=True),
 )
