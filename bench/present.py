@@ -1,6 +1,7 @@
 """`make bench-present`: what reacting perfectly, with no forecast, costs on every case.
 
     .venv/bin/python bench/present.py [--case NAME ...] [--workers N] [--cache DIR]
+    .venv/bin/python bench/present.py --explain NAME --margin M [--cache DIR]
 
 Per case (seed 0, the sweep's seed): the oracle (knows the future), the present-knowing
 reference at the cheapest margin that meets the 99 % window target in hindsight
@@ -11,6 +12,11 @@ what a policy that reads the present perfectly but cannot see the future pays on
 trace; where it is above the issue's 1.15x, no reactive policy reaches the at-best goal
 there, and only a forecast of what comes next could. Results go to
 bench/results/present.json and present.md.
+
+`--explain NAME --margin M` replays ours at its defaults on one case beside the reference
+at margin M and says where the replicas differ: the mean replicas of ours, the reference
+and the oracle's per-minute need, ours' learned capacity against the load test, its
+measured forecast-error factor, and the reasons of its passes.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import argparse
 import json
 import sys
 import time
+from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -27,8 +34,10 @@ import numpy as np
 import tune
 from cases import CASES, TRACES
 
-from modelscale.simulate import suite
+from modelscale.autoscaling import state as state_mod
+from modelscale.simulate import bound, present, suite
 from modelscale.simulate import trace as trace_mod
+from modelscale.simulate.engine import View
 
 OUT = Path(__file__).resolve().parent / "results"
 BEST_ORACLE_RATIO = 1.15
@@ -218,12 +227,66 @@ def one_margin(rows: list[dict[str, Any]]) -> float | None:
     return max(found) if found else None
 
 
+def explain(name: str, cache: Path | None, margin: float) -> str:
+    """Ours at defaults beside the reference at `margin` on one case (see the docstring)."""
+    setup = tune.prepared(name, cache)
+    ours = suite.make_policy(suite.OURS, setup)
+    passes: list[tuple[float, int, float, float | None, str]] = []
+    decide = ours.decide
+
+    def logged(view: View) -> int:
+        replicas = decide(view)
+        config = ours.config  # type: ignore[attr-defined]
+        model = state_mod.load(ours.state.model, config=config)  # type: ignore[attr-defined]
+        cap = state_mod.capacity_model(config).capacity(
+            model.cap, target=config.target_tokens_per_replica
+        )
+        reason = ours.last.reason  # type: ignore[attr-defined]
+        passes.append((view.now, replicas, cap, state_mod.ERRORS.factor(model.err), reason))
+        return replicas
+
+    ours.decide = logged  # type: ignore[method-assign]
+    result = suite.run_policy(setup, ours)
+    times = np.arange(0.0, setup.trace.duration_s + present.INTERVAL_S, present.INTERVAL_S)
+    need = bound.trailing_fluid_load(setup.trace, params=setup.params, slo=setup.slo, times=times)
+    ref = present.PresentOracle(
+        times=times, need=need, margin=margin, hold_s=setup.params.horizon_s
+    )
+    oracle_need = setup.oracle_run.need
+    at = [oracle_need[min(int(t // 60), oracle_need.size - 1)] for t, *_ in passes]
+    factors = [f for *_, f, _ in passes if f is not None]
+    oracle_rs = setup.oracle_run.result.replica_seconds
+    ours_mean = np.mean([r for _, r, *_ in passes])
+    ref_mean = np.mean([ref.replicas_at(t) for t, *_ in passes])
+    capacity = np.median([c for _, _, c, *_ in passes])
+    factor = f"{np.mean(factors):.3f}" if factors else "none (too few forecasts scored)"
+    reasons = Counter(r for *_, r in passes).most_common()
+    return "\n".join(
+        [
+            f"{name}: ours at defaults {result.replica_seconds / oracle_rs:.3f}x the oracle",
+            f"mean replicas at its passes: ours {ours_mean:.2f}, reference at +{margin:g} "
+            f"{ref_mean:.2f}, the oracle's per-minute need {np.mean(at):.2f}",
+            f"ours' learned capacity: median {capacity:.0f} tok/s per replica "
+            f"(load test {setup.sizing.tokens_per_s:.0f})",
+            f"measured forecast-error factor: mean {factor}",
+            "reasons: " + ", ".join(f"{r} {n}" for r, n in reasons),
+        ]
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--case", action="append", choices=[c.name for c in CASES])
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--cache", type=Path, help="prepared cases, as bench/tune.py keeps them")
+    parser.add_argument("--explain", choices=[c.name for c in CASES], metavar="NAME")
+    parser.add_argument("--margin", type=float, help="with --explain: the reference's margin")
     args = parser.parse_args()
+    if args.explain:
+        if args.margin is None or args.margin < 0:
+            parser.error("--explain needs --margin M >= 0 (the case's margin in present.md)")
+        print(explain(args.explain, args.cache, args.margin))
+        return 0
     names = args.case or [c.name for c in CASES]
     began = time.perf_counter()
     with ProcessPoolExecutor(max_workers=max(1, args.workers)) as pool:
