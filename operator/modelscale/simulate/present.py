@@ -3,9 +3,10 @@
 The oracle knows the whole future; every policy we compare knows only the past, through
 metrics that lag and a capacity it must learn. Between them sits a reference that knows
 the **present exactly** and nothing of the future: every 15 s it knows the requests that
-arrived in the last minute, their mix, and what one warm replica sustains at that mix
-(the fluid model, `bound.trailing_fluid_load`), with no scrape, no rate window and no
-capacity to learn. It asks for that need times (1 + margin) at once and keeps a replica
+arrived in the last minute, their mix (their answers' lengths too, which a real system
+learns only as they finish), and what one warm replica sustains at that mix (the fluid
+model, `bound.trailing_fluid_load`), with no scrape, no rate window and no capacity to
+learn. It asks for that need times (1 + margin) at once and keeps a replica
 until it has been unneeded for one start-up horizon (the oracle's rule for dips). Its
 replicas still take a start-up and warm-up to arrive, like everyone's, behind the same
 gate and from the same start.
