@@ -67,6 +67,30 @@ class LatencyCurve:
         return env[-1][1]
 
 
+def hyperbolic_knee(curve: LatencyCurve, *, level: float) -> float | None:
+    """The load where a fit of 1 / P99 = a - b x load through the curve's points reaches
+    `level` (least squares, each point once). Each point is placed at its bin's lower
+    edge, not its centre: a bin's P99 was seen somewhere inside it, and the lower edge
+    never credits it with more load than it carried, so the knee found is never beyond
+    what the samples show. None without two points at different loads, or when the fit
+    does not rise with the load (no knee ahead to extrapolate to)."""
+    half = 0.5 * curve.width
+    pts = [(x - half, 1.0 / p) for x, p in curve.points if p > 0.0]
+    if len(pts) < 2 or level <= 0.0:
+        return None
+    n = len(pts)
+    mx = sum(x for x, _ in pts) / n
+    my = sum(y for _, y in pts) / n
+    sxx = sum((x - mx) ** 2 for x, _ in pts)
+    if sxx <= 0.0:
+        return None
+    slope = sum((x - mx) * (y - my) for x, y in pts) / sxx
+    if slope >= 0.0:
+        return None
+    knee = mx + (1.0 / level - my) / slope
+    return knee if math.isfinite(knee) and knee > 0.0 else None
+
+
 @dataclass(frozen=True, slots=True)
 class CapacityState:
     scale: float = 0.0  # the spec target the bins were cut for; a new target resets them
@@ -121,6 +145,14 @@ class CapacityModel:
     # the capacity stayed at the prior while the pods served far more. None: off.
     served_below: float | None = None
     served_cliff_below: float = 0.0
+    # Between `grow_below` and the knee, with the cliff signal under `served_cliff_below`,
+    # let the capacity rise to where a hyperbolic fit of the latency curve reaches the knee
+    # (at most `probe` x the heaviest load seen): 1 / P99 linear in the load, the shape
+    # both queueing (W ~ 1 / (1 - rho)) and a batch that fills give, where a straight line
+    # from the lightest to the heaviest bin under-predicts a convex curve. Without it the
+    # capacity rises only to loads seen served, so a fleet never run nearer its knee never
+    # learns it could be (docs/policy.md, "Where ours loses ..."). False: off.
+    hyperbolic: bool = False
 
     def initial(self, *, target: float) -> CapacityState:
         return CapacityState(scale=target, p99=(None,) * self.bins, n=(0,) * self.bins)
@@ -196,6 +228,13 @@ class CapacityModel:
             highest_safe = top[0] + 0.5 * curve.width
             grow = top[1] <= slo * self.grow_below
             wanted = max(current, self.probe * highest_safe) if grow else current
+            knee_load = (
+                hyperbolic_knee(curve, level=slo * self.knee)
+                if self.hyperbolic and not grow and cliff <= slo * self.served_cliff_below
+                else None
+            )
+            if knee_load is not None:
+                wanted = max(current, min(knee_load, self.probe * highest_safe))
             if self.extrapolate and len(curve.points) >= 2:
                 # The fitted curve's slope from its lightest to its heaviest load,
                 # continued to knee x SLO: latency that rises with load (a mix getting

@@ -8,6 +8,7 @@ change-points, a few entries rather than raw history. Pure: no clock, no I/O.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, NamedTuple
 
 from modelscale.autoscaling import adapt
@@ -56,8 +57,13 @@ ERRORS = adapt.ForecastError()
 MISSES = adapt.SloMisses()
 
 
+CAPACITY_FIT = dataclasses.replace(CAPACITY, hyperbolic=True)
+
+
 def capacity_model(config: PolicyConfig) -> capacity_mod.CapacityModel:
-    return CAPACITY if config.adaptive else CAPACITY_FIXED
+    if not config.adaptive:
+        return CAPACITY_FIXED
+    return CAPACITY_FIT if config.capacity_fit else CAPACITY
 
 
 class PolicyModel(NamedTuple):

@@ -1,0 +1,89 @@
+"""The hyperbolic fit (PolicyConfig.capacity_fit, off by default): between calm and the
+knee, with TTFT calm, the capacity rises towards where 1 / P99, linear in the load (as
+queueing and a filling batch make it), reaches the knee, instead of stopping at the
+heaviest load the pods were seen serving."""
+
+from __future__ import annotations
+
+import pytest
+
+from modelscale.autoscaling import state
+from modelscale.autoscaling.capacity import LatencyCurve, hyperbolic_knee
+from modelscale.autoscaling.types import PolicyConfig
+
+PRIOR = 250.0  # bins of 50 tok/s (0.2 x the prior), the loads below above the prior
+SLO = 2.0
+KNEE = 0.9  # state.CAPACITY's knee, as a share of the SLO
+
+
+def pressure(load: float, *, p0: float = 0.3, c: float = 1000.0) -> float:
+    """TPOT as a share of its SLO in a replica whose latency grows like p0 / (1 - load/c)."""
+    return p0 / (1.0 - load / c)
+
+
+@pytest.mark.parametrize(
+    ("points", "expected"),
+    [
+        # p = 0.3 / (1 - x/1000): 1/p = (1 - x/1000)/0.3, reaching 1/0.9 at x = 666.7;
+        # each point sits at its bin's lower edge (centre - 50), so the curve's own points
+        # are given at x + 50.
+        pytest.param(
+            [(x + 50.0, pressure(x)) for x in (150.0, 250.0, 350.0, 450.0)],
+            666.67,
+            id="exact-curve",
+        ),
+        pytest.param([(200.0, 0.5), (200.0, 0.5)], None, id="one-load-only"),
+        pytest.param([(200.0, 0.5)], None, id="one-point"),
+        pytest.param([(100.0, 0.6), (300.0, 0.4)], None, id="falling-with-load"),
+        pytest.param([(100.0, 0.5), (300.0, 0.5)], None, id="flat"),
+    ],
+)
+def test_the_fit_finds_the_knee_of_a_hyperbolic_curve(
+    points: list[tuple[float, float]], expected: float | None
+) -> None:
+    knee = hyperbolic_knee(LatencyCurve(points=tuple(points), width=100.0), level=KNEE)
+    if expected is None:
+        assert knee is None
+    else:
+        assert knee == pytest.approx(expected, rel=1e-3)
+
+
+def learned(model: object, *, loads: tuple[float, ...], ttft: float, rounds: int = 12) -> float:
+    """Capacity after `rounds` passes over `loads`, TPOT from `pressure`, TTFT a constant
+    share of its SLO."""
+    m = model  # a CapacityModel
+    s = m.initial(target=PRIOR)  # type: ignore[attr-defined]
+    for _ in range(rounds):
+        for x in loads:
+            s = m.observe(  # type: ignore[attr-defined]
+                s, load=x, p99=pressure(x) * SLO, target=PRIOR, slo=SLO, cliff=ttft * SLO
+            )
+    return float(m.capacity(s, target=PRIOR))  # type: ignore[attr-defined]
+
+
+LOADS = (300.0, 350.0, 400.0, 450.0)  # TPOT 0.43-0.55 of its SLO: never calm (0.4)
+
+
+def test_off_the_capacity_stops_at_the_heaviest_load_served() -> None:
+    assert learned(state.CAPACITY, loads=LOADS, ttft=0.2) == pytest.approx(450.0)
+
+
+def test_on_it_rises_towards_the_fitted_knee_and_never_past_it() -> None:
+    """The knee of this curve is 667 tok/s; the probe bound (1.5 x the heaviest safe
+    bin's upper edge) is above it, so the fit decides, from bins' lower edges: below the
+    true knee, never above it."""
+    cap = learned(state.CAPACITY_FIT, loads=LOADS, ttft=0.2)
+    assert 550.0 < cap <= 667.0
+
+
+def test_on_it_does_not_move_while_ttft_is_near_its_cliff() -> None:
+    """TTFT at 0.35 of its SLO (over the served rule's 0.3): no growth by the fit."""
+    assert learned(state.CAPACITY_FIT, loads=LOADS, ttft=0.35) == pytest.approx(PRIOR)
+
+
+def test_the_policy_config_switch_picks_the_model() -> None:
+    assert state.capacity_model(PolicyConfig()) is state.CAPACITY
+    assert state.capacity_model(PolicyConfig(capacity_fit=True)) is state.CAPACITY_FIT
+    assert state.capacity_model(PolicyConfig(adaptive=False, capacity_fit=True)) is (
+        state.CAPACITY_FIXED
+    )
