@@ -146,13 +146,13 @@ class CapacityModel:
     served_below: float | None = None
     served_cliff_below: float = 0.0
     # Between `grow_below` and the knee, with the cliff signal under `served_cliff_below`,
-    # let the capacity rise to where a hyperbolic fit of the latency curve reaches the knee
-    # (at most `probe` x the heaviest load seen): 1 / P99 linear in the load, the shape
-    # both queueing (W ~ 1 / (1 - rho)) and a batch that fills give, where a straight line
-    # from the lightest to the heaviest bin under-predicts a convex curve. Without it the
-    # capacity rises only to loads seen served, so a fleet never run nearer its knee never
-    # learns it could be (docs/policy.md, "Where ours loses ..."). False: off.
-    hyperbolic: bool = False
+    # let the capacity rise to where a hyperbolic fit of the latency curve reaches this
+    # share of the SLO (at most `probe` x the heaviest load seen): 1 / P99 linear in the
+    # load, the shape both queueing (W ~ 1 / (1 - rho)) and a batch that fills give, where
+    # a straight line from the lightest to the heaviest bin under-predicts a convex curve.
+    # Without it the capacity rises only to loads seen served, so a fleet never run nearer
+    # its knee never learns it could be (docs/policy.md, "Where ours loses ..."). None: off.
+    fit_level: float | None = None
 
     def initial(self, *, target: float) -> CapacityState:
         return CapacityState(scale=target, p99=(None,) * self.bins, n=(0,) * self.bins)
@@ -229,8 +229,10 @@ class CapacityModel:
             grow = top[1] <= slo * self.grow_below
             wanted = max(current, self.probe * highest_safe) if grow else current
             knee_load = (
-                hyperbolic_knee(curve, level=slo * self.knee)
-                if self.hyperbolic and not grow and cliff <= slo * self.served_cliff_below
+                hyperbolic_knee(curve, level=slo * self.fit_level)
+                if self.fit_level is not None
+                and not grow
+                and cliff <= slo * self.served_cliff_below
                 else None
             )
             if knee_load is not None:

@@ -9,6 +9,7 @@ change-points, a few entries rather than raw history. Pure: no clock, no I/O.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, NamedTuple
 
 from modelscale.autoscaling import adapt
@@ -57,13 +58,17 @@ ERRORS = adapt.ForecastError()
 MISSES = adapt.SloMisses()
 
 
-CAPACITY_FIT = dataclasses.replace(CAPACITY, hyperbolic=True)
-
-
 def capacity_model(config: PolicyConfig) -> capacity_mod.CapacityModel:
     if not config.adaptive:
         return CAPACITY_FIXED
-    return CAPACITY_FIT if config.capacity_fit else CAPACITY
+    if config.capacity_fit > 0.0:
+        return _fitted(config.capacity_fit)
+    return CAPACITY
+
+
+@functools.cache
+def _fitted(level: float) -> capacity_mod.CapacityModel:
+    return dataclasses.replace(CAPACITY, fit_level=level)
 
 
 class PolicyModel(NamedTuple):

@@ -119,11 +119,11 @@ class PolicyConfig:
     # 0.95 gained two windows on azure-conv x4 and lost one each on azure-code and
     # servegen-m-large day 5, whose cost rose 1.243 -> 1.319x the oracle; docs/policy.md).
     forecast_error_quantile: float = 0.0
-    # With `adaptive`: between calm and the knee, let the capacity rise to where a
-    # hyperbolic fit of the latency curve (1 / P99 linear in load) reaches the knee, while
-    # TTFT is calm (`CapacityModel.hyperbolic`). Off by default: measured on the tuning
-    # traces only (docs/policy.md), not yet frozen or run on held-out ones.
-    capacity_fit: bool = False
+    # With `adaptive`: between calm and the knee, while TTFT is calm, let the capacity rise
+    # to where a hyperbolic fit of the latency curve (1 / P99 linear in load) reaches this
+    # share of the SLO (`CapacityModel.fit_level`). 0: off, the default: measured on the
+    # tuning traces only (docs/policy.md), not frozen or run on held-out ones.
+    capacity_fit: float = 0.0
 
 
 @dataclass(frozen=True)

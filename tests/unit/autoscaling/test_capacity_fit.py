@@ -1,7 +1,7 @@
 """The hyperbolic fit (PolicyConfig.capacity_fit, off by default): between calm and the
 knee, with TTFT calm, the capacity rises towards where 1 / P99, linear in the load (as
-queueing and a filling batch make it), reaches the knee, instead of stopping at the
-heaviest load the pods were seen serving."""
+queueing and a filling batch make it), reaches the level given (here the knee), instead
+of stopping at the heaviest load the pods were seen serving."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from modelscale.autoscaling.types import PolicyConfig
 PRIOR = 250.0  # bins of 50 tok/s (0.2 x the prior), the loads below above the prior
 SLO = 2.0
 KNEE = 0.9  # state.CAPACITY's knee, as a share of the SLO
+FIT = state.capacity_model(PolicyConfig(capacity_fit=KNEE))
 
 
 def pressure(load: float, *, p0: float = 0.3, c: float = 1000.0) -> float:
@@ -72,18 +73,18 @@ def test_on_it_rises_towards_the_fitted_knee_and_never_past_it() -> None:
     """The knee of this curve is 667 tok/s; the probe bound (1.5 x the heaviest safe
     bin's upper edge) is above it, so the fit decides, from bins' lower edges: below the
     true knee, never above it."""
-    cap = learned(state.CAPACITY_FIT, loads=LOADS, ttft=0.2)
+    cap = learned(FIT, loads=LOADS, ttft=0.2)
     assert 550.0 < cap <= 667.0
 
 
 def test_on_it_does_not_move_while_ttft_is_near_its_cliff() -> None:
     """TTFT at 0.35 of its SLO (over the served rule's 0.3): no growth by the fit."""
-    assert learned(state.CAPACITY_FIT, loads=LOADS, ttft=0.35) == pytest.approx(PRIOR)
+    assert learned(FIT, loads=LOADS, ttft=0.35) == pytest.approx(PRIOR)
 
 
 def test_the_policy_config_switch_picks_the_model() -> None:
     assert state.capacity_model(PolicyConfig()) is state.CAPACITY
-    assert state.capacity_model(PolicyConfig(capacity_fit=True)) is state.CAPACITY_FIT
-    assert state.capacity_model(PolicyConfig(adaptive=False, capacity_fit=True)) is (
+    assert FIT.fit_level == KNEE and state.capacity_model(PolicyConfig(capacity_fit=KNEE)) is FIT
+    assert state.capacity_model(PolicyConfig(adaptive=False, capacity_fit=KNEE)) is (
         state.CAPACITY_FIXED
     )
