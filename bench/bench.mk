@@ -8,7 +8,7 @@ bench: $(STAMP) ## every policy at defaults on every benchmark trace, both table
 	$(PY) bench/run.py --seeds $(SEEDS) --workers $(BENCH_WORKERS)
 
 .PHONY: bench-present
-bench-present: $(STAMP) ## the present-knowing reference on every case: what reacting perfectly, with no forecast, costs (≈ 5 min with a warm --cache; preparing the cases ≈ 10 min more)
+bench-present: $(STAMP) ## the present-knowing reference on every case: what reacting perfectly, with no forecast, costs (CACHE=DIR keeps the prepared cases: ≈ 2 min with them, ≈ 10 min more to prepare them)
 	$(PY) bench/present.py --workers $(BENCH_WORKERS) $(if $(CACHE),--cache $(CACHE))
 
 .PHONY: bench-sweep
