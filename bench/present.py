@@ -36,6 +36,7 @@ from cases import CASES, TRACES
 
 from modelscale.autoscaling import state as state_mod
 from modelscale.simulate import bound, present, suite
+from modelscale.simulate import ours as ours_mod
 from modelscale.simulate import trace as trace_mod
 from modelscale.simulate.engine import View
 
@@ -227,26 +228,37 @@ def one_margin(rows: list[dict[str, Any]]) -> float | None:
     return max(found) if found else None
 
 
-def explain(name: str, cache: Path | None, margin: float) -> str:
-    """Ours at defaults beside the reference at `margin` on one case (see the docstring)."""
-    setup = tune.prepared(name, cache)
-    ours = suite.make_policy(suite.OURS, setup)
-    passes: list[tuple[float, int, float, float | None, str]] = []
-    decide = ours.decide
+class Traced:
+    """Ours as the simulator drives it, recording each pass: time, replicas asked for,
+    learned capacity, measured error factor, reason."""
 
-    def logged(view: View) -> int:
-        replicas = decide(view)
-        config = ours.config  # type: ignore[attr-defined]
-        model = state_mod.load(ours.state.model, config=config)  # type: ignore[attr-defined]
+    def __init__(self, inner: ours_mod.Modelscale) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.interval_s = inner.interval_s
+        self.warmup_gate = inner.warmup_gate
+        self.passes: list[tuple[float, int, float, float | None, str]] = []
+
+    def decide(self, view: View) -> int:
+        replicas = self.inner.decide(view)
+        config = self.inner.config
+        model = state_mod.load(self.inner.state.model, config=config)
         cap = state_mod.capacity_model(config).capacity(
             model.cap, target=config.target_tokens_per_replica
         )
-        reason = ours.last.reason  # type: ignore[attr-defined]
-        passes.append((view.now, replicas, cap, state_mod.ERRORS.factor(model.err), reason))
+        reason = "" if self.inner.last is None else self.inner.last.reason
+        self.passes.append((view.now, replicas, cap, state_mod.ERRORS.factor(model.err), reason))
         return replicas
 
-    ours.decide = logged  # type: ignore[method-assign]
-    result = suite.run_policy(setup, ours)
+
+def explain(name: str, cache: Path | None, margin: float) -> str:
+    """Ours at defaults beside the reference at `margin` on one case (see the docstring)."""
+    setup = tune.prepared(name, cache)
+    inner = suite.make_policy(suite.OURS, setup)
+    assert isinstance(inner, ours_mod.Modelscale)
+    traced = Traced(inner)
+    result = suite.run_policy(setup, traced)
+    passes = traced.passes
     times = np.arange(0.0, setup.trace.duration_s + present.INTERVAL_S, present.INTERVAL_S)
     need = bound.trailing_fluid_load(setup.trace, params=setup.params, slo=setup.slo, times=times)
     ref = present.PresentOracle(
