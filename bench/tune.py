@@ -2,12 +2,16 @@
 docs/policy.md quotes for each policy change.
 
     nice -n 10 .venv/bin/python bench/tune.py [--case NAME ...] [--set FIELD=VALUE ...]
-        [--scale X ...] [--cache DIR]
+        [--capacity FIELD=VALUE ...] [--scale X ...] [--cache DIR] [--seeds N] [--workers N]
 
 `--set` overrides a `PolicyConfig` field (e.g. `--set scale_down_hysteresis=0.5`);
+`--capacity` a field of the learned capacity model (`state.CAPACITY`, e.g. `--capacity
+probe=1.25`; `None` turns an optional rule off);
 `--scale X` also runs ours with its per-replica target at X x the load-tested capacity
 (a point of the sweep grid). `--cache DIR` keeps each prepared case (load test, bound,
-oracle: most of the time) as a pickle, so repeated runs take seconds per case.
+oracle: most of the time) as a pickle, so repeated runs take seconds per case. `--seeds
+N` runs seeds 0..N-1 of each case (as `make bench SEEDS=N`); the last lines give the
+totals a variant is judged by, the defaults goal counted on each case's mean over the seeds.
 
 HOLD-OUT RULE: only the tuning cases can run here (bench/cases.py, `held_out=False`); the
 held-out ones are for `make bench` / `make bench-sweep` after a freeze commit.
@@ -20,11 +24,14 @@ import dataclasses
 import pickle
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import NamedTuple
 
 import run as bench_run
 from cases import CASES
 
+from modelscale.autoscaling import state as state_mod
 from modelscale.autoscaling.types import PolicyConfig
 from modelscale.simulate import suite
 
@@ -47,17 +54,110 @@ def overrides(items: list[str]) -> dict[str, float | bool]:
     return out
 
 
-def prepared(case_name: str, cache: Path | None) -> suite.Setup:
+def capacity_overrides(items: list[str]) -> dict[str, float | bool | None]:
+    """`FIELD=VALUE` pairs for the fields of `state.CAPACITY` (numbers, booleans, None)."""
+    names = {f.name for f in dataclasses.fields(state_mod.CAPACITY)}
+    out: dict[str, float | bool | None] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or name not in names:
+            raise SystemExit(f"--capacity {item!r}: give FIELD=VALUE with a CapacityModel field")
+        default = getattr(state_mod.CAPACITY, name)
+        if value == "None":
+            out[name] = None
+        elif isinstance(default, bool):
+            out[name] = value.lower() in ("1", "true", "yes")
+        elif isinstance(default, int):
+            out[name] = int(value)
+        else:
+            try:
+                out[name] = float(value)
+            except ValueError:
+                raise SystemExit(f"--capacity {item!r}: give a number, a boolean or None")
+    return out
+
+
+def prepared(case_name: str, cache: Path | None, seed: int = 0) -> suite.Setup:
     case = next(c for c in CASES if c.name == case_name)
-    path = None if cache is None else cache / f"setup-{case.name}.pkl"
+    suffix = "" if seed == 0 else f"-seed{seed}"
+    path = None if cache is None else cache / f"setup-{case.name}{suffix}.pkl"
     if path is not None and path.exists():
         setup: suite.Setup = pickle.loads(path.read_bytes())  # our own cache file
         return setup
-    setup = bench_run.prepare(case, 0)
+    setup = bench_run.prepare(case, seed)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(pickle.dumps(setup))
     return setup
+
+
+class Row(NamedTuple):
+    case: str
+    seed: int
+    label: str
+    attainment: float
+    missed: int
+    replica_seconds: float
+    x_oracle: float
+    events: int
+    elapsed_s: float
+
+
+def configure(changed: dict[str, float | bool], capacity: dict[str, float | bool | None]) -> None:
+    """Apply the overrides in this process (also each worker's initializer)."""
+    state_mod.CAPACITY = dataclasses.replace(state_mod.CAPACITY, **capacity)
+    base = suite.ours_config
+
+    def configured(setup: suite.Setup, *, scale: float | None = None) -> PolicyConfig:
+        return dataclasses.replace(base(setup, scale=scale), **changed)
+
+    suite.ours_config = configured  # type: ignore[assignment]
+
+
+def measure(name: str, seed: int, scales: list[float], cache: Path | None) -> list[Row]:
+    setup = prepared(name, cache, seed)
+    rows = []
+    for scale in [None, *scales]:
+        began = time.perf_counter()
+        result = suite.run_policy(setup, suite.make_policy(suite.OURS, setup, scale=scale))
+        f = suite.evaluate(setup, result)
+        rows.append(
+            Row(
+                case=name,
+                seed=seed,
+                label="defaults" if scale is None else f"target x{scale:g}",
+                attainment=f.slo_attainment_windows,
+                missed=round(f.windows_scored * (1.0 - f.slo_attainment_windows)),
+                replica_seconds=f.replica_seconds,
+                x_oracle=f.excess_over_oracle + 1,
+                events=f.scale_events,
+                elapsed_s=time.perf_counter() - began,
+            )
+        )
+    return rows
+
+
+def totals(rows: list[Row]) -> list[str]:
+    """The figures docs/policy.md compares variants by, per label: windows missed over all
+    cases and seeds, the mean cost, and the cases whose mean over the seeds meets the
+    defaults goal (>= 99 % of windows, <= 1.25x the oracle), as `make bench` counts it."""
+    out = []
+    for label in dict.fromkeys(r.label for r in rows):
+        mine = [r for r in rows if r.label == label]
+        cases = list(dict.fromkeys(r.case for r in mine))
+        met = 0
+        for case in cases:
+            runs = [r for r in mine if r.case == case]
+            attainment = sum(r.attainment for r in runs) / len(runs)
+            ratio = sum(r.x_oracle for r in runs) / len(runs)
+            met += attainment >= 0.99 and ratio <= 1.25
+        seeds = len({r.seed for r in mine})
+        out.append(
+            f"total {label}: {sum(r.missed for r in mine)} windows missed over {seeds} "
+            f"seed(s), mean {sum(r.x_oracle for r in mine) / len(mine):.4f}x oracle, "
+            f"defaults goal met on {met} of {len(cases)}"
+        )
+    return out
 
 
 def main() -> int:
@@ -65,29 +165,31 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--case", action="append", choices=tuning)
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE")
+    parser.add_argument("--capacity", action="append", default=[], metavar="FIELD=VALUE")
     parser.add_argument("--scale", action="append", type=float, default=[])
     parser.add_argument("--cache", type=Path)
+    parser.add_argument("--seeds", type=int, default=1, help="seeds 0..N-1 (default 1)")
+    parser.add_argument("--workers", type=int, default=1)
     args = parser.parse_args()
-    changed = overrides(args.set)
-    base = suite.ours_config
-
-    def configured(setup: suite.Setup, *, scale: float | None = None) -> PolicyConfig:
-        return dataclasses.replace(base(setup, scale=scale), **changed)
-
-    suite.ours_config = configured  # type: ignore[assignment]
-    for name in args.case or tuning:
-        setup = prepared(name, args.cache)
-        for scale in [None, *args.scale]:
-            began = time.perf_counter()
-            result = suite.run_policy(setup, suite.make_policy(suite.OURS, setup, scale=scale))
-            f = suite.evaluate(setup, result)
-            label = "defaults" if scale is None else f"target x{scale:g}"
-            print(
-                f"{name:18s} {label:12s} windows {f.slo_attainment_windows:7.2%}  "
-                f"replica-s {f.replica_seconds:9,.0f}  {f.excess_over_oracle + 1:.3f}x oracle  "
-                f"{f.scale_events} events  ({time.perf_counter() - began:.0f} s)",
-                flush=True,
-            )
+    if args.seeds < 1 or args.workers < 1:
+        parser.error("--seeds and --workers take a count of at least 1")
+    overridden = (overrides(args.set), capacity_overrides(args.capacity))
+    configure(*overridden)
+    jobs = [(n, s) for n in args.case or tuning for s in range(args.seeds)]
+    rows: list[Row] = []
+    with ProcessPoolExecutor(args.workers, initializer=configure, initargs=overridden) as pool:
+        futures = [pool.submit(measure, n, s, args.scale, args.cache) for n, s in jobs]
+        for future in futures:
+            for r in future.result():
+                rows.append(r)
+                print(
+                    f"{r.case:22s} seed {r.seed} {r.label:12s} windows {r.attainment:7.2%} "
+                    f"({r.missed} missed)  replica-s {r.replica_seconds:9,.0f}  "
+                    f"{r.x_oracle:.3f}x oracle  {r.events} events  ({r.elapsed_s:.0f} s)",
+                    flush=True,
+                )
+    for line in totals(rows):
+        print(line)
     return 0
 
 
