@@ -247,7 +247,15 @@ class Traced:
             model.cap, target=config.target_tokens_per_replica
         )
         reason = "" if self.inner.last is None else self.inner.last.reason
-        self.passes.append((view.now, replicas, cap, state_mod.ERRORS.factor(model.err), reason))
+        self.passes.append(
+            (
+                view.now,
+                replicas,
+                cap,
+                state_mod.ERRORS.factor(model.err, z=config.forecast_error_z),
+                reason,
+            )
+        )
         return replicas
 
 

@@ -286,6 +286,7 @@ def _score_forecast(
         forecast=need.forecast.mean,
         horizon=need.horizon,
         quantile=config.forecast_error_quantile,
+        peak_half_life=config.forecast_error_peak_half_life,
     )
     return model._replace(err=err, rate=_round(load))
 
@@ -355,7 +356,7 @@ def recommend_for_forecast(
         )
         queued = min(queued, now_rate)
         now_rate += queued
-    factor = state_mod.ERRORS.factor(model.err) if adaptive else None
+    factor = state_mod.ERRORS.factor(model.err, z=config.forecast_error_z) if adaptive else None
     upper = fc.upper if factor is None else fc.mean * factor
     demand = upper if backlog_draining else max(upper, now_rate)
     idle = adaptive and zero_demand(obs) and not backlog_draining

@@ -119,6 +119,13 @@ class PolicyConfig:
     # 0.95 gained two windows on azure-conv x4 and lost one each on azure-code and
     # servegen-m-large day 5, whose cost rose 1.243 -> 1.319x the oracle; docs/policy.md).
     forecast_error_quantile: float = 0.0
+    # With `adaptive`: the upside deviations of log(actual / forecast) the margin covers
+    # (adapt.ForecastError.z).
+    forecast_error_z: float = 1.0
+    # With `adaptive`, a margin for the steps seen: the forecast mean is multiplied by at
+    # least exp(the largest log(actual / forecast) scored), that peak halved every this
+    # many seconds. 0: off.
+    forecast_error_peak_half_life: float = 0.0
     # With `adaptive`: between calm and the knee, while TTFT is calm, let the capacity rise
     # to where a hyperbolic fit of the latency curve (1 / P99 linear in load) reaches this
     # share of the SLO (`CapacityModel.fit_level`). 0: off, the default: measured on the
