@@ -73,7 +73,7 @@ def capacity_overrides(items: list[str]) -> dict[str, float | bool | None]:
             try:
                 out[name] = float(value)
             except ValueError:
-                raise SystemExit(f"--capacity {item!r}: give a number, a boolean or None")
+                raise SystemExit(f"--capacity {item!r}: give a number, a boolean or None") from None
     return out
 
 
