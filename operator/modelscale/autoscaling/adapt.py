@@ -47,7 +47,9 @@ class ErrorState(NamedTuple):
 @dataclass(frozen=True, slots=True)
 class ForecastError:
     alpha: float = 0.05  # EWMA weight of one matured forecast
-    # Upside deviations covered. 1.0 (one-sided ~84 %): with 1.645 the tuning traces cost
+    # Upside deviations covered when `factor` is given no `z`; the policy gives its own,
+    # PolicyConfig.forecast_error_z (0.5 since the sixth split, docs/policy.md). Earlier,
+    # 1.0 (one-sided ~84 %): with 1.645 the tuning traces cost
     # 1.36-1.71x the oracle instead of 1.29-1.57x, at the same window attainment.
     z: float = 1.0
     min_count: int = 8
