@@ -33,8 +33,14 @@ same round, its own commit before any policy variant of the round was measured) 
 them into tuning and held out three slices of days no case had used, chosen from the
 traces' hourly rates alone: servegen-m-large day 12, 10:00-11:30 (a morning surge) and
 day 3, 05:00-06:30 (a dawn ramp), and servegen-m-small day 7, 08:00-09:30 (a morning
-ramp). The held-out cases (`held_out=True`) are never used to tune anything, and results
-on them are the honest ones.
+ramp). Their results were read that round (with the defaults frozen in that round
+before anything ran on them), so the seventh split (2026-12-02, the same round, its own
+commit after those results and before any further variant is measured) moved them into
+tuning and held out three slices of days no case of the same trace had used, chosen from
+the traces' hourly rates alone: servegen-m-large day 4, 22:00-23:30 (a late-evening
+surge), and servegen-m-small day 2, 19:00-20:30 (the evening rise) and day 8,
+10:00-11:30 (a late-morning ramp). The held-out cases (`held_out=True`) are never used to
+tune anything, and results on them are the honest ones.
 """
 
 from __future__ import annotations
@@ -152,13 +158,20 @@ CASES = (
     _servegen("servegen-m-large-d13", "m-large", day=13, start_h=21, hours=1.5),
     # Day 5, 08:00-09:30: the morning ramp, ~1,070 to ~1,340 req/s (x0.03).
     _servegen("servegen-m-small-d5", "m-small", day=5, start_h=8, hours=1.5),
-    # Held out from here on: chosen in the sixth split of 2026-12-02 before any policy
-    # variant of that round was measured, from the traces' hourly rates only (days no
-    # case had used), at the rate scales of the other slices of the same trace.
+    # Held out in the sixth split of 2026-12-02, results read that round: tuning now.
     # Day 12, 10:00-11:30: a morning surge, ~116 to ~166 req/s at 10:00, ~142 after.
-    _servegen("servegen-m-large-d12", "m-large", day=12, start_h=10, hours=1.5, held_out=True),
+    _servegen("servegen-m-large-d12", "m-large", day=12, start_h=10, hours=1.5),
     # Day 3, 05:00-06:30: a dawn ramp, ~176 to ~214 req/s.
-    _servegen("servegen-m-large-d3", "m-large", day=3, start_h=5, hours=1.5, held_out=True),
+    _servegen("servegen-m-large-d3", "m-large", day=3, start_h=5, hours=1.5),
     # Day 7, 08:00-09:30: the morning ramp, ~820 to ~1,200 req/s (x0.03).
-    _servegen("servegen-m-small-d7", "m-small", day=7, start_h=8, hours=1.5, held_out=True),
+    _servegen("servegen-m-small-d7", "m-small", day=7, start_h=8, hours=1.5),
+    # Held out from here on: chosen in the seventh split of 2026-12-02 from the traces'
+    # hourly rates only (days no case of the same trace had used; day 4 is the last such
+    # day of m-large), at the rate scales of the other slices of the same trace.
+    # Day 4, 22:00-23:30: a late-evening surge, ~190 to ~197 req/s, then ~263 from 23:00.
+    _servegen("servegen-m-large-d4", "m-large", day=4, start_h=22, hours=1.5, held_out=True),
+    # Day 2, 19:00-20:30: the evening rise, ~1,350 to ~1,700 req/s (x0.03).
+    _servegen("servegen-m-small-d2", "m-small", day=2, start_h=19, hours=1.5, held_out=True),
+    # Day 8, 10:00-11:30: a late-morning ramp, ~1,225 to ~1,410 req/s (x0.03).
+    _servegen("servegen-m-small-d8", "m-small", day=8, start_h=10, hours=1.5, held_out=True),
 )
