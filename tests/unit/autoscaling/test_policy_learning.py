@@ -29,8 +29,9 @@ CONFIG = PolicyConfig(
 
 def test_a_busy_burst_is_forgotten_once_the_fleet_no_longer_runs_at_that_load() -> None:
     """Busy at 700 tok/s once (capacity capped there), then 30 minutes calm at 600: the
-    busy bin drops out of the fit and the capacity grows again."""
-    model = state.CAPACITY
+    busy bin drops out of the fit and the capacity grows again (with a probe of 1.5, so
+    that growth is visible past the calm bin's upper edge; the default probe is 1.0)."""
+    model = replace(state.CAPACITY, probe=1.5)
     s = model.initial(target=PRIOR)
     for _ in range(10):
         s = model.observe(s, load=600.0, p99=0.7, target=PRIOR, slo=SLO)
