@@ -39,8 +39,15 @@ commit after those results and before any further variant is measured) moved the
 tuning and held out three slices of days no case of the same trace had used, chosen from
 the traces' hourly rates alone: servegen-m-large day 4, 22:00-23:30 (a late-evening
 surge), and servegen-m-small day 2, 19:00-20:30 (the evening rise) and day 8,
-10:00-11:30 (a late-morning ramp). The held-out cases (`held_out=True`) are never used to
-tune anything, and results on them are the honest ones.
+10:00-11:30 (a late-morning ramp). Their results were read that round (with the defaults
+frozen before anything ran on them), so the eighth split (2026-12-02, the same round,
+its own commit after those results and before anything further is measured) moved them
+into tuning and held out three slices chosen from the traces' hourly rates alone:
+servegen-m-large day 10, 17:00-18:30 (an evening surge; every m-large day is used now, so
+hours no case had used), and servegen-m-small day 10, 16:30-18:00 (a late-afternoon
+surge) and day 4, 19:00-20:30 (the evening rise), days no m-small case had used. The
+held-out cases (`held_out=True`) are never used to tune anything, and results on them are
+the honest ones.
 """
 
 from __future__ import annotations
@@ -165,13 +172,21 @@ CASES = (
     _servegen("servegen-m-large-d3", "m-large", day=3, start_h=5, hours=1.5),
     # Day 7, 08:00-09:30: the morning ramp, ~820 to ~1,200 req/s (x0.03).
     _servegen("servegen-m-small-d7", "m-small", day=7, start_h=8, hours=1.5),
-    # Held out from here on: chosen in the seventh split of 2026-12-02 from the traces'
-    # hourly rates only (days no case of the same trace had used; day 4 is the last such
-    # day of m-large), at the rate scales of the other slices of the same trace.
+    # Held out in the seventh split of 2026-12-02, results read that round: tuning now.
     # Day 4, 22:00-23:30: a late-evening surge, ~190 to ~197 req/s, then ~263 from 23:00.
-    _servegen("servegen-m-large-d4", "m-large", day=4, start_h=22, hours=1.5, held_out=True),
+    _servegen("servegen-m-large-d4", "m-large", day=4, start_h=22, hours=1.5),
     # Day 2, 19:00-20:30: the evening rise, ~1,350 to ~1,700 req/s (x0.03).
-    _servegen("servegen-m-small-d2", "m-small", day=2, start_h=19, hours=1.5, held_out=True),
+    _servegen("servegen-m-small-d2", "m-small", day=2, start_h=19, hours=1.5),
     # Day 8, 10:00-11:30: a late-morning ramp, ~1,225 to ~1,410 req/s (x0.03).
-    _servegen("servegen-m-small-d8", "m-small", day=8, start_h=10, hours=1.5, held_out=True),
+    _servegen("servegen-m-small-d8", "m-small", day=8, start_h=10, hours=1.5),
+    # Held out from here on: chosen in the eighth split of 2026-12-02 from the traces'
+    # hourly rates only, at the rate scales of the other slices of the same trace. Every
+    # day of m-large is used by some case now, so its slice is hours no case had used
+    # (day 10's other case is 08:00-09:30); m-small's are days no case had used.
+    # Day 10, 17:00-18:30: an evening surge, ~206 to ~329 req/s at 18:00.
+    _servegen("servegen-m-large-d10-pm", "m-large", day=10, start_h=17, hours=1.5, held_out=True),
+    # Day 10, 16:30-18:00: a late-afternoon surge, ~1,486 to ~2,179 req/s at 17:00 (x0.03).
+    _servegen("servegen-m-small-d10", "m-small", day=10, start_h=16.5, hours=1.5, held_out=True),
+    # Day 4, 19:00-20:30: the evening rise, ~1,262 to ~1,462 req/s (x0.03).
+    _servegen("servegen-m-small-d4", "m-small", day=4, start_h=19, hours=1.5, held_out=True),
 )
