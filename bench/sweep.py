@@ -22,7 +22,9 @@ recomputed from the merged points.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
+import os
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -38,6 +40,24 @@ from modelscale.simulate import figures, suite
 OUT = Path(__file__).resolve().parent / "results"
 
 _SETUP: suite.Setup | None = None
+
+
+def merge_into(path: Path, results: dict[str, Any], *, replace: bool = False) -> dict[str, Any]:
+    """Write `results` into the sweep file at `path` and return what it now holds: the
+    file is read again under a lock and each case in `results` replaces its entry, so two
+    sweeps of different cases running at once keep each other's cases (each used to write
+    the file it had read at its start, and the last writer dropped the other's).
+    `replace`: the file becomes `results` alone (a full sweep)."""
+    with open(path.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        current: dict[str, Any] = (
+            json.loads(path.read_text()) if path.exists() and not replace else {}
+        )
+        merged = {**current, **results}
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(merged, indent=1) + "\n")
+        os.replace(tmp, path)
+        return merged
 
 
 def _init(setup: suite.Setup) -> None:
@@ -262,10 +282,10 @@ def main() -> int:
             cache=args.cache,
         )
         # Written after every case: a long sweep interrupted keeps what it finished.
-        path.write_text(json.dumps({**earlier, **results}, indent=1) + "\n")
-    if args.case or args.only:  # a partial re-run updates its cases, keeps the rest
-        results = {**earlier, **results}
-    path.write_text(json.dumps(results, indent=1) + "\n")
+        merge_into(path, results)
+    # A partial re-run updates its cases and keeps the rest (read again: another sweep
+    # may have written since); a full sweep replaces the file.
+    results = merge_into(path, results, replace=not (args.case or args.only))
     table_md = summary({k: v for k, v in results.items() if v.get("slo_feasible")})
     (args.out / "sweep-summary.md").write_text(table_md + "\n")
     print(f"Cheapest setting with >= {figures.TARGET_WINDOWS:.0%} of windows in SLO:\n")
