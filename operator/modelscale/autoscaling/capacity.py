@@ -153,6 +153,13 @@ class CapacityModel:
     # Without it the capacity rises only to loads seen served, so a fleet never run nearer
     # its knee never learns it could be (docs/policy.md, "Where ours loses ..."). None: off.
     fit_level: float | None = None
+    # With `probe` set, while both this sample and the heaviest load seen are calm (under
+    # `grow_below` x SLO), let the capacity rise by this share of itself per observation,
+    # beyond any load seen: a fleet sized by a prior far below the pods' capacity runs at
+    # about 0.75 of it and so never sees the loads a probe near 1 needs (docs/policy.md,
+    # "Seventh split"). Growth stops once the pods are no longer calm; a busy sample
+    # lowers the capacity at once. None: off (the default; measured, not frozen).
+    calm_step: float | None = None
 
     def initial(self, *, target: float) -> CapacityState:
         return CapacityState(scale=target, p99=(None,) * self.bins, n=(0,) * self.bins)
@@ -228,6 +235,8 @@ class CapacityModel:
             highest_safe = top[0] + 0.5 * curve.width
             grow = top[1] <= slo * self.grow_below
             wanted = max(current, self.probe * highest_safe) if grow else current
+            if grow and calm and self.calm_step is not None:
+                wanted = max(wanted, current * (1.0 + self.calm_step))
             knee_load = (
                 hyperbolic_knee(curve, level=slo * self.fit_level)
                 if self.fit_level is not None

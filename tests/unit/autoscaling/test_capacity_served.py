@@ -75,3 +75,31 @@ def test_the_policy_learns_the_served_load_from_ttft_and_tpot_and_asks_for_fewer
     m = state.load(s.model, config=config)
     assert MODEL.capacity(m.cap, target=PRIOR) == pytest.approx(650.0)
     assert rec.replicas == 2, rec.message
+
+
+def test_the_calm_step_learns_a_capacity_far_above_the_prior_from_a_fleet_sized_by_it() -> None:
+    """The fleet runs at 0.75 of whatever capacity it has learned, always calm (TPOT 0.25
+    of its SLO, TTFT 0.1): with probe 1.0 the capacity never leaves the 500 tok/s prior,
+    since no load above it is ever seen; a calm step of 5 % per sample climbs."""
+    stepping = replace(MODEL, calm_step=0.05)
+    for model, low, high in ((MODEL, 499.0, 501.0), (stepping, 1000.0, 4 * PRIOR)):
+        s = model.initial(target=PRIOR)
+        for _ in range(60):
+            load = 0.75 * model.capacity(s, target=PRIOR)
+            s = model.observe(s, load=load, p99=0.25 * SLO, target=PRIOR, slo=SLO, cliff=0.1 * SLO)
+        assert low <= model.capacity(s, target=PRIOR) <= high
+
+
+def test_the_calm_step_stops_when_the_pods_are_not_calm_and_a_busy_sample_lowers_it() -> None:
+    stepping = replace(MODEL, calm_step=0.05)
+    s = stepping.initial(target=PRIOR)
+    for _ in range(30):  # calm at 400 tok/s: the capacity climbs past it
+        s = stepping.observe(s, load=400.0, p99=0.25 * SLO, target=PRIOR, slo=SLO)
+    climbed = stepping.capacity(s, target=PRIOR)
+    assert climbed > 600.0
+    for _ in range(10):  # no longer calm (0.6 of the SLO), not busy: it holds
+        s = stepping.observe(s, load=600.0, p99=0.6 * SLO, target=PRIOR, slo=SLO)
+    held = stepping.capacity(s, target=PRIOR)
+    assert held <= climbed * 1.001
+    s = stepping.observe(s, load=650.0, p99=1.0 * SLO, target=PRIOR, slo=SLO)  # busy
+    assert stepping.capacity(s, target=PRIOR) <= 650.0
