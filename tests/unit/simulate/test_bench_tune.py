@@ -41,6 +41,14 @@ def test_the_goal_is_counted_on_the_mean_over_seeds_and_misses_are_summed() -> N
     assert "1 windows missed over 2 seed(s)" in line
     assert "mean 1.2300x oracle" in line
     assert "defaults goal met on 1 of 2" in line
+    # Case a meets the goal (0); case b's mean is 1 point of cost over 1.25x.
+    assert "goal distance 1.0" in line
+
+
+def test_the_goal_distance_adds_points_of_windows_under_99_and_of_cost_over_125() -> None:
+    assert tune.goal_distance(1.0, 1.25) == 0.0
+    assert tune.goal_distance(0.97, 1.10) == pytest.approx(2.0)
+    assert tune.goal_distance(0.97, 1.50) == pytest.approx(27.0)
 
 
 def test_capacity_overrides_parse_numbers_and_none_and_refuse_unknown_fields() -> None:
