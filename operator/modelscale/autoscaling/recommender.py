@@ -379,8 +379,12 @@ def recommend_for_forecast(
     capacity = state_mod.capacity_model(config)
     cap = capacity.capacity(model.cap, target=target)
     # The configured headroom covers the prior; once the pods' metrics have located the
-    # knee, the margin is the measured forecast error and the SLO-miss correction.
-    share = config.headroom if model.cap.capacity is None or not adaptive else 1.0
+    # knee, the margin is the measured forecast error, the SLO-miss correction and the
+    # learned headroom.
+    if model.cap.capacity is None or not adaptive:
+        share = config.headroom
+    else:
+        share = config.learned_headroom
     usable = cap * share * model.correction
     replicas = _ceil_replicas(demand / usable, config) if usable > 0 else config.max_replicas
     replicas = max(replicas, 1) if demand > 0 else replicas

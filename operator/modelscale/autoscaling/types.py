@@ -137,6 +137,19 @@ class PolicyConfig:
     # share of the SLO (`CapacityModel.fit_level`). 0: off, the default: measured on the
     # tuning traces only (docs/policy.md), not frozen or run on held-out ones.
     capacity_fit: float = 0.0
+    # With `adaptive`, once the capacity has been learned: plan for at most this share of
+    # it (0 < x <= 1). A deliberate margin for steps that come faster than a start-up, the
+    # same on every trace, where before the only margin beyond the measured forecast error
+    # was the accidental one of a prior below the pods' capacity (docs/policy.md, "Eighth
+    # split"). 1.0: none.
+    learned_headroom: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.learned_headroom <= 1.0:
+            raise ValueError(
+                f"learned_headroom {self.learned_headroom!r}: give a share of the learned "
+                "capacity, 0 < x <= 1"
+            )
 
 
 @dataclass(frozen=True)

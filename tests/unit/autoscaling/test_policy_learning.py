@@ -30,7 +30,7 @@ CONFIG = PolicyConfig(
 def test_a_busy_burst_is_forgotten_once_the_fleet_no_longer_runs_at_that_load() -> None:
     """Busy at 700 tok/s once (capacity capped there), then 30 minutes calm at 600: the
     busy bin drops out of the fit and the capacity grows again (with a probe of 1.5, so
-    that growth is visible past the calm bin's upper edge; the default probe is 1.0)."""
+    that growth is visible past the calm bin's upper edge; the default probe is 1.25)."""
     model = replace(state.CAPACITY, probe=1.5)
     s = model.initial(target=PRIOR)
     for _ in range(10):
@@ -58,6 +58,20 @@ def test_a_calm_pod_at_a_load_above_the_prior_is_evidence_at_once() -> None:
     # A busy (not calm) pod at that load is no such evidence.
     s = model.observe(model.initial(target=PRIOR), load=950.0, p99=1.5, target=PRIOR, slo=SLO)
     assert model.capacity(s, target=PRIOR) == PRIOR
+
+
+def test_a_knee_far_below_the_prior_is_learned_not_held_at_a_tenth_of_it() -> None:
+    """Long prompts: azure-code's pods sustain about 57 output tok/s each at the SLO, 0.11
+    of the 500 tok/s prior, so a floor of 0.1 x the prior held the capacity above what
+    busy pods showed. The floor (0.05 x the prior) guards only against nonsense."""
+    model = state.CAPACITY
+    s = model.initial(target=PRIOR)
+    for _ in range(30):
+        s = model.observe(s, load=30.0, p99=1.9, target=PRIOR, slo=SLO)  # busy at 30 tok/s
+    assert model.capacity(s, target=PRIOR) == pytest.approx(30.0)
+    for _ in range(30):
+        s = model.observe(s, load=5.0, p99=1.9, target=PRIOR, slo=SLO)
+    assert model.capacity(s, target=PRIOR) == pytest.approx(0.05 * PRIOR)
 
 
 @pytest.mark.parametrize(
@@ -357,3 +371,25 @@ def test_the_scale_down_reach_needs_evidence_not_an_empty_curve() -> None:
     every sample), there is no tested load and the bound does not hold the fleet."""
     model = state.CAPACITY
     assert model.tested_load(model.initial(target=PRIOR), target=PRIOR, slo=SLO) is None
+
+
+def test_the_learned_headroom_keeps_a_share_of_the_learned_capacity_spare() -> None:
+    """Once the pods' metrics have located the capacity, the configured headroom no longer
+    applies; `learned_headroom` plans for a share of the learned capacity instead: a margin
+    for steps that come faster than a start-up, the same whatever the prior."""
+    full, st_full, _ = settle(CONFIG, rate=4000.0, replicas=8, p99=0.5)
+    spare_config = replace(CONFIG, learned_headroom=0.8)
+    spare, st_spare, _ = settle(spare_config, rate=4000.0, replicas=8, p99=0.5)
+    learned = state.load(st_spare.model, config=spare_config).cap
+    assert state.load(st_full.model, config=CONFIG).cap.capacity is not None
+    assert learned.capacity is not None
+    cap_spare = state.CAPACITY.capacity(learned, target=PRIOR)
+    # The same demand needs more replicas with a fifth of the capacity kept spare.
+    assert spare > full
+    assert spare >= math.ceil(4000.0 / (cap_spare * 0.8) - 1e-9)
+
+
+@pytest.mark.parametrize("share", [0.0, -0.5, 1.01, math.nan])
+def test_a_learned_headroom_outside_0_to_1_is_refused_with_what_to_give(share: float) -> None:
+    with pytest.raises(ValueError, match=r"learned_headroom .*0 < x <= 1"):
+        PolicyConfig(learned_headroom=share)
