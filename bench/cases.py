@@ -45,9 +45,15 @@ its own commit after those results and before anything further is measured) move
 into tuning and held out three slices chosen from the traces' hourly rates alone:
 servegen-m-large day 10, 17:00-18:30 (an evening surge; every m-large day is used now, so
 hours no case had used), and servegen-m-small day 10, 16:30-18:00 (a late-afternoon
-surge) and day 4, 19:00-20:30 (the evening rise), days no m-small case had used. The
-held-out cases (`held_out=True`) are never used to tune anything, and results on them are
-the honest ones.
+surge) and day 4, 19:00-20:30 (the evening rise), days no m-small case had used. Their
+results were read that round (with the defaults frozen in 1177b27 before anything ran on
+them), so the ninth split (2026-12-02, the same round, its own commit after those results
+and before anything further is measured) moved them into tuning and held out three
+slices chosen from the traces' hourly rates alone: servegen-m-small day 11, 15:00-16:30
+(an afternoon surge) and day 14, 20:30-22:00 (an evening spike), the last two days no
+m-small case had used, and servegen-m-large day 13, 09:00-10:30 (a morning ramp; day
+13's other case is 21:00-22:30). The held-out cases (`held_out=True`) are never used to
+tune anything, and results on them are the honest ones.
 """
 
 from __future__ import annotations
@@ -179,14 +185,20 @@ CASES = (
     _servegen("servegen-m-small-d2", "m-small", day=2, start_h=19, hours=1.5),
     # Day 8, 10:00-11:30: a late-morning ramp, ~1,225 to ~1,410 req/s (x0.03).
     _servegen("servegen-m-small-d8", "m-small", day=8, start_h=10, hours=1.5),
-    # Held out from here on: chosen in the eighth split of 2026-12-02 from the traces'
-    # hourly rates only, at the rate scales of the other slices of the same trace. Every
-    # day of m-large is used by some case now, so its slice is hours no case had used
-    # (day 10's other case is 08:00-09:30); m-small's are days no case had used.
+    # Held out in the eighth split of 2026-12-02, results read that round: tuning now.
     # Day 10, 17:00-18:30: an evening surge, ~206 to ~329 req/s at 18:00.
-    _servegen("servegen-m-large-d10-pm", "m-large", day=10, start_h=17, hours=1.5, held_out=True),
+    _servegen("servegen-m-large-d10-pm", "m-large", day=10, start_h=17, hours=1.5),
     # Day 10, 16:30-18:00: a late-afternoon surge, ~1,486 to ~2,179 req/s at 17:00 (x0.03).
-    _servegen("servegen-m-small-d10", "m-small", day=10, start_h=16.5, hours=1.5, held_out=True),
+    _servegen("servegen-m-small-d10", "m-small", day=10, start_h=16.5, hours=1.5),
     # Day 4, 19:00-20:30: the evening rise, ~1,262 to ~1,462 req/s (x0.03).
-    _servegen("servegen-m-small-d4", "m-small", day=4, start_h=19, hours=1.5, held_out=True),
+    _servegen("servegen-m-small-d4", "m-small", day=4, start_h=19, hours=1.5),
+    # Held out from here on: chosen in the ninth split of 2026-12-02 from the traces'
+    # hourly rates only, at the rate scales of the other slices of the same trace.
+    # m-small's are the last days no case had used; m-large's is hours no case had used.
+    # Day 11, 15:00-16:30: an afternoon surge, ~1,820 to ~2,310 req/s at 16:00 (x0.03).
+    _servegen("servegen-m-small-d11", "m-small", day=11, start_h=15, hours=1.5, held_out=True),
+    # Day 14, 20:30-22:00: an evening spike, ~1,346 to ~1,957 req/s at 21:00 (x0.03).
+    _servegen("servegen-m-small-d14", "m-small", day=14, start_h=20.5, hours=1.5, held_out=True),
+    # Day 13, 09:00-10:30: a morning ramp, ~125 to ~144 req/s at 10:00.
+    _servegen("servegen-m-large-d13-am", "m-large", day=13, start_h=9, hours=1.5, held_out=True),
 )
