@@ -4,7 +4,7 @@ SEEDS ?= 1
 BENCH_WORKERS ?= 2
 
 .PHONY: bench
-bench: $(STAMP) ## every policy at defaults on every benchmark trace, both tables (30 cases on 2 processes; SEEDS=3 took 32 min 18 s for 27); bench/tables.py prints the summary tables
+bench: $(STAMP) ## every policy at defaults on every benchmark trace, both tables (30 cases on 2 processes; SEEDS=3 took 36 min 46 s for 30); bench/tables.py prints the summary tables
 	$(PY) bench/run.py --seeds $(SEEDS) --workers $(BENCH_WORKERS)
 
 .PHONY: bench-present
