@@ -98,6 +98,9 @@ class CapacityState:
     n: tuple[int, ...] = ()
     total: int = 0
     capacity: float | None = None  # learned tokens/s per replica at the SLO
+    # The lightest P99 a bin with enough points has held (CapacityModel.anchored); None:
+    # none yet.
+    low: float | None = None
     # The latency curve of this state, when already computed (not serialised).
     curve: LatencyCurve | None = field(default=None, compare=False)
 
@@ -160,6 +163,15 @@ class CapacityModel:
     # "Seventh split"). Growth stops once the pods are no longer calm; a busy sample
     # lowers the capacity at once. None: off (the default; measured, not frozen).
     calm_step: float | None = None
+    # From a sample whose bin's P99 lies between the served rule (`served_below`) and the
+    # knee, bound the capacity by the load where 1 / P99, falling linearly with the load
+    # from 1 / `low` (the lightest P99 a bin has held), reaches 1 / (knee x SLO).
+    # Chunked prefill and a filling batch both make P99 grow as 1 / (1 - utilisation),
+    # so 1 / P99 is linear in the load; `low` is at least the P99 at zero load, and a
+    # larger intercept puts the knee further out, so the bound errs towards the capacity
+    # it lowers. A pressure between the two rules otherwise teaches nothing when every
+    # sample falls in one bin (docs/policy.md, "Ninth split", H1). False: off.
+    anchored: bool = False
 
     def initial(self, *, target: float) -> CapacityState:
         return CapacityState(scale=target, p99=(None,) * self.bins, n=(0,) * self.bins)
@@ -208,12 +220,17 @@ class CapacityModel:
         ns[b] = min(ns[b] + 1, 1_000_000)
         if self.forget_every and (state.total + 1) % self.forget_every == 0:
             ns = [n // 2 for n in ns]
+        low = state.low
+        here = p99s[b]
+        if self.anchored and ns[b] >= self.min_bin_points and here is not None:
+            low = here if low is None else min(low, here)
         new = CapacityState(
             scale=state.scale,
             p99=tuple(p99s),
             n=tuple(ns),
             total=state.total + 1,
             capacity=state.capacity,
+            low=low,
         )
         if new.total < self.min_points:
             seen = target if state.capacity is None else state.capacity
@@ -253,6 +270,9 @@ class CapacityModel:
                 (x0, p0), (x1, p1) = curve.points[0], top
                 if x1 > x0 and p1 > p0:
                     wanted = min(wanted, x1 + (slo * self.knee - p1) * (x1 - x0) / (p1 - p0))
+        anchored = self._anchored_bound(new, load=load, bin_p99=p99s[b], slo=slo)
+        if anchored is not None:
+            wanted = min(wanted, anchored)
         wanted = min(max(wanted, self.min_ratio * target), self.max_ratio * target)
         bounded = min(
             max(wanted, current * (1.0 - self.max_change)), current * (1.0 + self.max_change)
@@ -267,8 +287,25 @@ class CapacityModel:
             n=new.n,
             total=new.total,
             capacity=float(f"{bounded:.6g}"),  # as status stores it: exact round trips
+            low=new.low,
             curve=curve,
         )
+
+    def _anchored_bound(
+        self, state: CapacityState, *, load: float, bin_p99: float | None, slo: float
+    ) -> float | None:
+        """The capacity `anchored` allows from this sample (None: no bound): the load where
+        the line 1 / P99 = 1 / low - k x load, through this load and its bin's P99, reaches
+        1 / (knee x SLO). Only for a bin P99 above the served rule (or the calm level) and
+        under the knee, and above `low` (at the lightest P99 there is no slope)."""
+        if not self.anchored or bin_p99 is None or state.low is None or load <= 0.0:
+            return None
+        floor = self.served_below if self.served_below is not None else self.grow_below
+        knee = slo * self.knee
+        if not (slo * floor < bin_p99 < knee) or bin_p99 <= state.low or state.low <= 0.0:
+            return None
+        x = 1.0 / state.low
+        return load * (x - 1.0 / knee) / (x - 1.0 / bin_p99)
 
     def _envelope(self, state: CapacityState) -> LatencyCurve:
         """(bin centre load, monotone P99) for bins with enough points: weighted isotonic
@@ -341,13 +378,16 @@ class CapacityModel:
         return tested
 
     def to_dict(self, state: CapacityState) -> dict[str, Any]:
-        return {
+        out = {
             "s": state.scale,
             "p": list(state.p99),
             "n": list(state.n),
             "N": state.total,
             "c": state.capacity,
         }
+        if state.low is not None:
+            out["l"] = state.low
+        return out
 
     def from_dict(self, data: dict[str, Any], *, target: float) -> CapacityState:
         p = data.get("p") or []
@@ -355,12 +395,16 @@ class CapacityModel:
         if float(data.get("s", 0.0)) != target or len(p) != self.bins or len(n) != self.bins:
             return self.initial(target=target)
         c = data.get("c")
+        low = data.get("l")
         if not _NUMBERS.issuperset(map(type, p)) or not _INTS.issuperset(map(type, n)):
             raise ValueError("capacity bins hold a non-number")
+        if type(low) not in _NUMBERS:
+            raise ValueError("capacity's lightest P99 is not a number")
         return CapacityState(
             scale=target,
             p99=tuple(p),  # JSON numbers work as they are; no per-bin conversion per call
             n=tuple(n),
             total=int(data.get("N", 0)),
             capacity=None if c is None else float(c),
+            low=None if low is None else float(low),
         )

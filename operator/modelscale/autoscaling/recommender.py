@@ -325,6 +325,24 @@ def _within_tested_load(
     return min(current, max(replicas, reach))
 
 
+def _load_driven(
+    near_slo: str, *, obs: Observation, config: PolicyConfig, model: PolicyModel
+) -> str | None:
+    """`near_slo` if one replica fewer would load each warmed replica beyond the heaviest
+    load per replica seen within the knee (`CapacityModel.tested_load`), or none has been
+    seen; None when the pods were seen serving that load within the knee."""
+    tested = state_mod.capacity_model(config).tested_load(
+        model.cap, target=config.target_tokens_per_replica, slo=config.latency_slo_seconds
+    )
+    fewer = obs.warmed_replicas - 1
+    if tested is None or tested <= 0.0 or fewer < 1 or obs.token_rate is None:
+        return near_slo
+    after = work_rate(obs, config=config, model=model) / fewer
+    if after > tested:
+        return near_slo
+    return None
+
+
 def recommend_for_forecast(
     obs: Observation,
     *,
@@ -529,7 +547,7 @@ def recommend(
             urgent.reason == LATENCY_SLO
             and share is not None
             and config.adaptive
-            and (steady or not pending)
+            and (steady or (not pending and not config.burst_needs_steady_fleet))
         ):
             # Far over the SLO is far over capacity: one replica at a time would take a
             # horizon per replica to catch up with a step in demand. Not again once
@@ -566,6 +584,8 @@ def recommend(
         window = config.scale_down_stabilization_seconds
         covered = model.since is not None and obs.now - model.since >= window
         near_slo = latency_margin_short(obs, config)
+        if near_slo is not None and config.adaptive and config.latency_margin_tested:
+            near_slo = _load_driven(near_slo, obs=obs, config=config, model=model)
         starting = current - obs.warmed_replicas
         partial = first_block(obs, config, SCALE_DOWN_CHECKS)
         if partial is not None:

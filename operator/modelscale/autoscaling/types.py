@@ -143,6 +143,18 @@ class PolicyConfig:
     # was the accidental one of a prior below the pods' capacity (docs/policy.md, "Eighth
     # split"). 1.0: none.
     learned_headroom: float = 1.0
+    # With `adaptive`: the latency margin holds replicas only while one replica fewer
+    # would load each beyond the heaviest load per replica the pods were seen serving
+    # within the knee (`CapacityModel.tested_load`; none seen: it holds). A P99 near its
+    # SLO at loads the pods have served well is the request mix's doing (long prompts
+    # prefilling beside decodes), not the load's, and one replica fewer changes little
+    # (docs/policy.md, "Ninth split", H2). False: any P99 over the margin holds.
+    latency_margin_tested: bool = False
+    # With `adaptive`: a P99 over its SLO multiplies the warmed fleet only once the rate
+    # window has seen nothing but the present fleet, also when no replica is pending: the
+    # P99 of a window in which pods joined still holds the backlog of the smaller fleet
+    # (docs/policy.md, "Ninth split", H3). False: also when none is pending.
+    burst_needs_steady_fleet: bool = False
 
     def __post_init__(self) -> None:
         if not 0.0 < self.learned_headroom <= 1.0:

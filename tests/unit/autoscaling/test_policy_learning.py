@@ -393,3 +393,65 @@ def test_the_learned_headroom_keeps_a_share_of_the_learned_capacity_spare() -> N
 def test_a_learned_headroom_outside_0_to_1_is_refused_with_what_to_give(share: float) -> None:
     with pytest.raises(ValueError, match=r"learned_headroom .*0 < x <= 1"):
         PolicyConfig(learned_headroom=share)
+
+
+@pytest.mark.parametrize(
+    ("phases", "held_back"),
+    [
+        # azure-code's shape: 10 pods seen serving 100 tok/s each well within the SLO;
+        # then P99 at 0.75 of its SLO (long prompts) while demand halves. 9 pods at 56 tok/s
+        # each is a load they were seen serving: the P99 is not the load's doing.
+        pytest.param([(1000.0, 10, 20.0, 0.3), (500.0, 10, 10.0, 0.75)], False, id="mix"),
+        # 2 pods seen at 400 tok/s each; P99 at 0.75 at 550 tok/s in all: one pod would
+        # carry 550, beyond any load seen within the knee, so the margin still holds.
+        pytest.param([(800.0, 2, 20.0, 0.3), (550.0, 2, 10.0, 0.75)], True, id="load"),
+    ],
+)
+def test_the_latency_margin_holds_only_a_p99_the_load_drives(
+    phases: list[tuple[float, int, float, float]], held_back: bool
+) -> None:
+    """`latency_margin_tested` (docs/policy.md, "Ninth split", H2): a P99 over the latency
+    margin holds the replicas only while one fewer would load each beyond the heaviest
+    load per replica seen within the knee."""
+    tested = replace(CONFIG, latency_margin_tested=True)
+    for config, hold in ((CONFIG, True), (tested, held_back)):
+        st = ScalingState()
+        t = T0
+        rec = None
+        for rate, replicas, minutes, share in phases:
+            for _ in range(int(minutes * 4)):
+                rec, st = recommender.recommend(
+                    obs(t, rate=rate, replicas=replicas, p99=share * SLO), config=config, state=st
+                )
+                t += 15.0
+        assert rec is not None
+        current = phases[-1][1]
+        assert (rec.reason == recommender.LATENCY_MARGIN) == hold, rec.message
+        assert (rec.replicas == current) == hold, rec.message
+
+
+def test_a_fleet_that_just_grew_is_not_multiplied_by_the_p99_of_its_backlog() -> None:
+    """`burst_needs_steady_fleet` (docs/policy.md, "Ninth split", H3): pods that joined
+    within the rate window, none pending, P99 still over the SLO from the smaller fleet's
+    backlog: the default doubles the fleet again; with the flag it waits until the rate
+    window has seen only the present fleet, then multiplies if the P99 is still over."""
+    steady_only = replace(CONFIG, burst_needs_steady_fleet=True)
+    results = {}
+    for config in (CONFIG, steady_only):
+        r0, st, t = settle(config, rate=2000.0, replicas=3, p99=0.5)
+        grown = 2 * r0
+        rec, st = recommender.recommend(
+            obs(t, rate=2000.0, replicas=grown, p99=6.0), config=config, state=st
+        )
+        results[config.burst_needs_steady_fleet] = rec
+        if config.burst_needs_steady_fleet:
+            for _ in range(5):  # past the 60 s rate window, the grown fleet still misses
+                t += 15.0
+                late, st = recommender.recommend(
+                    obs(t, rate=2000.0, replicas=grown, p99=6.0), config=config, state=st
+                )
+            assert late.reason == recommender.LATENCY_SLO
+            assert late.replicas >= grown * recommender.BURST_CAP
+    assert results[False].reason == recommender.LATENCY_SLO
+    assert results[False].replicas >= 2 * 3 * recommender.BURST_CAP - 1
+    assert results[True].replicas < results[False].replicas
