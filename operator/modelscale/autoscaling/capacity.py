@@ -165,13 +165,15 @@ class CapacityModel:
     calm_step: float | None = None
     # From a sample whose bin's P99 lies between the served rule (`served_below`) and the
     # knee, bound the capacity by the load where 1 / P99, falling linearly with the load
-    # from 1 / `low` (the lightest P99 a bin has held), reaches 1 / (knee x SLO).
+    # from 1 / `low` (the lightest P99 a bin has held), reaches 1 / (`anchored` x SLO).
     # Chunked prefill and a filling batch both make P99 grow as 1 / (1 - utilisation),
     # so 1 / P99 is linear in the load; `low` is at least the P99 at zero load, and a
     # larger intercept puts the knee further out, so the bound errs towards the capacity
     # it lowers. A pressure between the two rules otherwise teaches nothing when every
-    # sample falls in one bin (docs/policy.md, "Ninth split", H1). False: off.
-    anchored: bool = False
+    # sample falls in one bin (docs/policy.md, "Ninth split", H1). The share of the SLO
+    # the line is continued to: the knee, or the SLO itself (1.0) for a looser bound.
+    # None: off.
+    anchored: float | None = None
 
     def initial(self, *, target: float) -> CapacityState:
         return CapacityState(scale=target, p99=(None,) * self.bins, n=(0,) * self.bins)
@@ -222,7 +224,7 @@ class CapacityModel:
             ns = [n // 2 for n in ns]
         low = state.low
         here = p99s[b]
-        if self.anchored and ns[b] >= self.min_bin_points and here is not None:
+        if self.anchored is not None and ns[b] >= self.min_bin_points and here is not None:
             low = here if low is None else min(low, here)
         new = CapacityState(
             scale=state.scale,
@@ -296,16 +298,16 @@ class CapacityModel:
     ) -> float | None:
         """The capacity `anchored` allows from this sample (None: no bound): the load where
         the line 1 / P99 = 1 / low - k x load, through this load and its bin's P99, reaches
-        1 / (knee x SLO). Only for a bin P99 above the served rule (or the calm level) and
-        under the knee, and above `low` (at the lightest P99 there is no slope)."""
-        if not self.anchored or bin_p99 is None or state.low is None or load <= 0.0:
+        1 / (`anchored` x SLO). Only for a bin P99 above the served rule (or the calm
+        level) and under the knee, and above `low` (at the lightest P99 there is no
+        slope)."""
+        if self.anchored is None or bin_p99 is None or state.low is None or load <= 0.0:
             return None
         floor = self.served_below if self.served_below is not None else self.grow_below
-        knee = slo * self.knee
-        if not (slo * floor < bin_p99 < knee) or bin_p99 <= state.low or state.low <= 0.0:
+        if not (slo * floor < bin_p99 < slo * self.knee) or not 0.0 < state.low < bin_p99:
             return None
         x = 1.0 / state.low
-        return load * (x - 1.0 / knee) / (x - 1.0 / bin_p99)
+        return load * (x - 1.0 / (slo * self.anchored)) / (x - 1.0 / bin_p99)
 
     def _envelope(self, state: CapacityState) -> LatencyCurve:
         """(bin centre load, monotone P99) for bins with enough points: weighted isotonic

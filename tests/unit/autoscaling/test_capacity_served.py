@@ -80,9 +80,12 @@ def test_the_policy_learns_the_served_load_from_ttft_and_tpot_and_asks_for_fewer
 def test_the_calm_step_learns_a_capacity_far_above_the_prior_from_a_fleet_sized_by_it() -> None:
     """The fleet runs at 0.75 of whatever capacity it has learned, always calm (TPOT 0.25
     of its SLO, TTFT 0.1): with probe 1.0 the capacity never leaves the 500 tok/s prior,
-    since no load above it is ever seen; a calm step of 5 % per sample climbs."""
+    since no load above it is ever seen; a calm step of 5 % per sample climbs, and the
+    defaults' 2 % (docs/policy.md, "Ninth split") too."""
+    still = replace(MODEL, calm_step=None)
     stepping = replace(MODEL, calm_step=0.05)
-    for model, low, high in ((MODEL, 499.0, 501.0), (stepping, 1000.0, 4 * PRIOR)):
+    cases = ((still, 499.0, 501.0), (stepping, 1000.0, 4 * PRIOR), (MODEL, 1000.0, 4 * PRIOR))
+    for model, low, high in cases:
         s = model.initial(target=PRIOR)
         for _ in range(60):
             load = 0.75 * model.capacity(s, target=PRIOR)

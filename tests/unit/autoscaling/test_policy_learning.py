@@ -373,6 +373,15 @@ def test_the_scale_down_reach_needs_evidence_not_an_empty_curve() -> None:
     assert model.tested_load(model.initial(target=PRIOR), target=PRIOR, slo=SLO) is None
 
 
+@pytest.fixture
+def without_ninth_split_rules(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The capacity model without the ninth split's calm step and anchored bound, for
+    tests of other rules: a capacity that climbs while calm, or falls when a P99 rises at
+    a load already seen, would change the replica count those tests read."""
+    monkeypatch.setattr(state, "CAPACITY", replace(state.CAPACITY, calm_step=None, anchored=None))
+
+
+@pytest.mark.usefixtures("without_ninth_split_rules")
 def test_the_learned_headroom_keeps_a_share_of_the_learned_capacity_spare() -> None:
     """Once the pods' metrics have located the capacity, the configured headroom no longer
     applies; `learned_headroom` plans for a share of the learned capacity instead: a margin
@@ -407,6 +416,7 @@ def test_a_learned_headroom_outside_0_to_1_is_refused_with_what_to_give(share: f
         pytest.param([(800.0, 2, 20.0, 0.3), (550.0, 2, 10.0, 0.75)], True, id="load"),
     ],
 )
+@pytest.mark.usefixtures("without_ninth_split_rules")
 def test_the_latency_margin_holds_only_a_p99_the_load_drives(
     phases: list[tuple[float, int, float, float]], held_back: bool
 ) -> None:
