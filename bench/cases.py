@@ -52,8 +52,15 @@ and before anything further is measured) moved them into tuning and held out thr
 slices chosen from the traces' hourly rates alone: servegen-m-small day 11, 15:00-16:30
 (an afternoon surge) and day 14, 20:30-22:00 (an evening spike), the last two days no
 m-small case had used, and servegen-m-large day 13, 09:00-10:30 (a morning ramp; day
-13's other case is 21:00-22:30). The held-out cases (`held_out=True`) are never used to
-tune anything, and results on them are the honest ones.
+13's other case is 21:00-22:30). Their results were read that round (with the defaults
+frozen in 253c7ec before anything ran on them), so the tenth split (2026-12-03, its own
+commit after those results and before anything further is measured) moved them into
+tuning and held out three slices of hours no case had used, chosen from the traces'
+10-minute rates alone (the 1.5 h windows with the widest swing of request rate):
+servegen-m-large day 1, 21:00-22:30 (the evening peak and its fall) and day 14,
+08:00-09:30 (a morning ramp), and servegen-m-small day 12, 18:00-19:30 (an evening surge,
+just before the servegen-m-small-d12 slice). The held-out cases (`held_out=True`) are
+never used to tune anything, and results on them are the honest ones.
 """
 
 from __future__ import annotations
@@ -192,13 +199,21 @@ CASES = (
     _servegen("servegen-m-small-d10", "m-small", day=10, start_h=16.5, hours=1.5),
     # Day 4, 19:00-20:30: the evening rise, ~1,262 to ~1,462 req/s (x0.03).
     _servegen("servegen-m-small-d4", "m-small", day=4, start_h=19, hours=1.5),
-    # Held out from here on: chosen in the ninth split of 2026-12-02 from the traces'
-    # hourly rates only, at the rate scales of the other slices of the same trace.
-    # m-small's are the last days no case had used; m-large's is hours no case had used.
+    # Held out in the ninth split of 2026-12-02, results read that round: tuning now.
     # Day 11, 15:00-16:30: an afternoon surge, ~1,820 to ~2,310 req/s at 16:00 (x0.03).
-    _servegen("servegen-m-small-d11", "m-small", day=11, start_h=15, hours=1.5, held_out=True),
+    _servegen("servegen-m-small-d11", "m-small", day=11, start_h=15, hours=1.5),
     # Day 14, 20:30-22:00: an evening spike, ~1,346 to ~1,957 req/s at 21:00 (x0.03).
-    _servegen("servegen-m-small-d14", "m-small", day=14, start_h=20.5, hours=1.5, held_out=True),
+    _servegen("servegen-m-small-d14", "m-small", day=14, start_h=20.5, hours=1.5),
     # Day 13, 09:00-10:30: a morning ramp, ~125 to ~144 req/s at 10:00.
-    _servegen("servegen-m-large-d13-am", "m-large", day=13, start_h=9, hours=1.5, held_out=True),
+    _servegen("servegen-m-large-d13-am", "m-large", day=13, start_h=9, hours=1.5),
+    # Held out from here on: chosen in the tenth split of 2026-12-03 from the traces'
+    # 10-minute rates only (the 1.5 h windows of hours no case had used with the widest
+    # swing of request rate: steps are where the policy misses), at the rate scales of
+    # the other slices of the same trace.
+    # Day 1, 21:00-22:30: the evening peak and its fall, ~151 to ~583 req/s (x0.1).
+    _servegen("servegen-m-large-d1-pm", "m-large", day=1, start_h=21, hours=1.5, held_out=True),
+    # Day 14, 08:00-09:30: a morning ramp, ~90 to ~325 req/s (x0.1).
+    _servegen("servegen-m-large-d14-am", "m-large", day=14, start_h=8, hours=1.5, held_out=True),
+    # Day 12, 18:00-19:30: an evening surge, ~1,087 to ~3,157 req/s (x0.03).
+    _servegen("servegen-m-small-d12-pm", "m-small", day=12, start_h=18, hours=1.5, held_out=True),
 )
