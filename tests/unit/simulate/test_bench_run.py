@@ -54,3 +54,47 @@ def test_the_defaults_goal_counts_the_seeds_it_was_met_on() -> None:
     one.tables["gated"] = {suite.OURS: ours(1.0, 1.26)}
     met, line = run.defaults_goal(one)
     assert not met and "seeds" not in line
+
+
+def test_refresh_best_rewrites_only_the_at_best_lines_from_the_sweep_as_it_is_now() -> None:
+    md = "\n".join(
+        [
+            "## Tuning cases (policy defaults may be tuned on these)\n",
+            "### a\n",
+            "| policy | x |",
+            "| oracle | 1 |\n",
+            "Goal, defaults: modelscale 100.00% of windows at 1.10x the oracle",
+            "Goal, at best (from bench-sweep): NOT met",
+            "at best: modelscale never reaches 99% (best 98.00% at target x1): NOT met",
+            "",
+            "### b (held out)\n",
+            "Goal, defaults: modelscale 97.00% of windows at 1.20x the oracle",
+            "Goal, at best: run `make bench-sweep`",
+            "",
+            "total 10 s",
+            "",
+        ]
+    )
+    gated = {"policies_gated": {suite.ORACLE: {"replica_seconds": 1000.0}}}
+    run_doc = {"a": {"slo_feasible": True, **gated}, "b": {"slo_feasible": True, **gated}}
+    point = {"slo_attainment_windows": 1.0}
+    best = {
+        "b": {
+            "gated": {
+                suite.OURS: {**point, "replica_seconds": 1100.0, "setting": "target x1"},
+                "hpa": {**point, "replica_seconds": 1200.0, "setting": "target x1.25"},
+            }
+        }
+    }
+    out = run.refresh_best(md, run_doc, best)
+    lines = out.splitlines()
+    # a: no sweep entry any more, so the run's stale verdict is replaced, not kept.
+    assert "Goal, at best: run `make bench-sweep`" in lines[lines.index("### a") :]
+    assert "modelscale never reaches" not in out
+    # b: the sweep's entry, against the run's oracle: 1.10x, cheaper than HPA at its best.
+    assert "Goal, at best (from bench-sweep): met" in out
+    assert "at best: modelscale 1,100 replica-s at target x1 = 1.10x the oracle" in out
+    assert "  hpa: 1,200 at target x1.25: ours cheaper (0.92x)" in out
+    # Everything else is as the run wrote it.
+    assert out.count("Goal, defaults:") == 2 and out.endswith("total 10 s\n")
+    assert "| oracle | 1 |" in out
