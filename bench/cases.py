@@ -80,10 +80,18 @@ class Case:
     rate_scale: float = 1.0
     dt: float = 0.5
     held_out: bool = False
+    # An aggregate replayed with its rate linear between window centres (`--smooth`), for
+    # `bench/run.py --smooth`'s sensitivity check; the benchmark's cases step.
+    smooth: bool = False
 
     @property
     def path(self) -> Path:
         return TRACES / self.file
+
+    @property
+    def aggregate(self) -> bool:
+        """A 10-minute aggregate series (ServeGen), not one row per request."""
+        return self.file in {f for f, _ in _SERVEGEN.values()}
 
     def cli_args(self) -> list[str]:
         args = ["--trace", f"bench/traces/{self.file}"]
@@ -95,6 +103,8 @@ class Case:
             args += ["--rate-scale", f"{self.rate_scale:g}"]
         if self.dt != 0.5:
             args += ["--dt", f"{self.dt:g}"]
+        if self.smooth:
+            args += ["--smooth"]
         return args
 
 

@@ -2,6 +2,8 @@
 
     .venv/bin/python bench/run.py [--case NAME ...] [--seeds N] [--workers N] [--plots DIR]
     .venv/bin/python bench/run.py --refresh-best   # bench.md's at-best lines from sweep.json
+    .venv/bin/python bench/run.py --smooth [...]   # the aggregate tuning cases, rate linear
+                                                   # between window centres: bench-smooth.*
 
 Per trace: the exact `modelscale simulate` command, the SLO feasibility verdict, the lower
 bound beside the oracle, and two tables: policy vs policy (every peer behind the same
@@ -21,7 +23,7 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -76,6 +78,7 @@ def load(case: Case, seed: int) -> trace_mod.Trace:
         start_s=case.start_s,
         duration_s=case.duration_s,
         rate_scale=case.rate_scale,
+        smooth=case.smooth,
     )
 
 
@@ -247,7 +250,8 @@ def render(res: CaseResult, seeds: int, best: dict[str, Any] | None) -> str:
         parts.append("")
     _, line = defaults_goal(res)
     parts.append(f"Goal, {line}")
-    parts += best_lines(best, res.tables["gated"][suite.ORACLE].replica_seconds)
+    if not res.case.smooth:  # the sweep runs the benchmark's cases, which step
+        parts += best_lines(best, res.tables["gated"][suite.ORACLE].replica_seconds)
     parts.append("")
     return "\n".join(parts)
 
@@ -351,6 +355,12 @@ def main() -> int:
     )
     parser.add_argument("--plots", type=Path, help="write one PNG per trace into DIR")
     parser.add_argument(
+        "--smooth",
+        action="store_true",
+        help="the aggregate cases with their rate linear between window centres instead of "
+        "stepping at boundaries (a sensitivity check; results to bench-smooth.json/.md)",
+    )
+    parser.add_argument(
         "--refresh-best",
         action="store_true",
         help="run nothing: rewrite bench.md's at-best lines from sweep.json as it is now",
@@ -375,6 +385,13 @@ def main() -> int:
         if c.held_out is held
         if not args.case or c.name in args.case
     ]
+    stem = "bench"
+    if args.smooth:
+        # Held-out cases stay out: a run on them reads their results.
+        chosen = [replace(c, smooth=True) for c in chosen if c.aggregate and not c.held_out]
+        if not chosen:
+            parser.error("--smooth: no tuning case is an aggregate trace among those chosen")
+        stem = "bench-smooth"
     best = load_best()
     began = time.perf_counter()
     results: dict[str, CaseResult] = {}
@@ -399,12 +416,12 @@ def main() -> int:
     print(f"total {total:.0f} s")
     OUT.mkdir(parents=True, exist_ok=True)
     doc = {n: to_json(r) for n, r in results.items()}
-    path = OUT / "bench.json"
+    path = OUT / f"{stem}.json"
     if args.case and path.exists():  # a partial re-run updates its cases, keeps the rest
         doc = {**json.loads(path.read_text()), **doc}
     path.write_text(json.dumps(doc, indent=1) + "\n")
     if not args.case:
-        (OUT / "bench.md").write_text("\n".join(md) + f"\ntotal {total:.0f} s\n")
+        (OUT / f"{stem}.md").write_text("\n".join(md) + f"\ntotal {total:.0f} s\n")
     return 0
 
 

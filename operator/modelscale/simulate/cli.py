@@ -122,6 +122,12 @@ def build_parser() -> argparse.ArgumentParser:
     for flag, initial, metavar, help_ in later:
         p.add_argument(flag, type=float, default=initial, metavar=metavar, help=help_)
     p.add_argument(
+        "--smooth",
+        action="store_true",
+        help="aggregate traces: move the rate linearly between window centres instead of "
+        "stepping at window boundaries (a sensitivity check: the series keeps only means)",
+    )
+    p.add_argument(
         "--sweep",
         action="store_true",
         help="also sweep every policy's target over the same multipliers "
@@ -284,6 +290,7 @@ def simulate(
             start_s=args.start,
             duration_s=args.duration,
             rate_scale=args.rate_scale,
+            smooth=args.smooth,
         )
         setup = suite.prepare(tr, params=params, slo=slo, dt=args.dt, seed=seed)
         runs = suite.run_tables(setup, names)

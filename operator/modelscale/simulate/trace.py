@@ -8,7 +8,10 @@ only under a serving policy, simulate/serving.py). Aggregate traces
 (`window_start_s,total_rps,...,mean_input_tokens,mean_output_tokens`, as in `servegen_*`)
 are replayed as seeded Poisson arrivals at `total_rps * rate_scale` inside each window,
 with token counts drawn from a geometric distribution around the window's means (the
-aggregate keeps only means).
+aggregate keeps only means). The rate is the window's mean throughout the window (a step
+at each boundary), or, with `smooth`, linear between the centres of neighbouring windows
+(a sensitivity check: the series keeps only 10-minute means, and how the rate moved
+within them is not in the data; docs/benchmarks.md, "Steps or ramps?").
 
 `load` builds the requests in memory (a `Trace`); `stream` gives the same requests as
 chunks of at most `CHUNK_S` seconds (a `TraceStream`), so an aggregate of any length at
@@ -35,6 +38,8 @@ CACHED_COLUMN = "cached_tokens"
 PRIORITY_COLUMN = "priority"  # optional: the request's priority level, 1 = highest
 AGGREGATE_COLUMNS = ("window_start_s", "total_rps", "mean_input_tokens", "mean_output_tokens")
 CHUNK_S = 60.0  # a stream's chunk: at most this many seconds of arrivals
+# With `smooth`, the rate is held for this long at the interpolated value of its midpoint.
+SMOOTH_STEP_S = 10.0
 
 
 class TraceError(ValueError):
@@ -141,6 +146,7 @@ class _Part(NamedTuple):
     start_s: float
     duration_s: float | None
     rate_scale: float
+    smooth: bool = False
 
 
 class Slice(TypedDict, total=False):
@@ -150,6 +156,7 @@ class Slice(TypedDict, total=False):
     start_s: float
     duration_s: float | None
     rate_scale: float
+    smooth: bool
 
 
 def _rows(path: Path) -> tuple[list[str], list[list[str]]]:
@@ -187,16 +194,26 @@ def stream(
     start_s: float = 0.0,
     duration_s: float | None = None,
     rate_scale: float = 1.0,
+    smooth: bool = False,
 ) -> Trace | TraceStream:
     """Like `load`, but an aggregate trace comes back as a `TraceStream` whose requests are
     drawn chunk by chunk while it replays. Per-request files are read whole (their size is
-    the file's)."""
+    the file's). `smooth`: an aggregate's rate moves linearly between window centres
+    instead of stepping at window boundaries (refused for a per-request trace, which has
+    its own arrival times)."""
     p = Path(path)
-    part = _Part(seed=seed, start_s=start_s, duration_s=duration_s, rate_scale=rate_scale)
+    part = _Part(
+        seed=seed, start_s=start_s, duration_s=duration_s, rate_scale=rate_scale, smooth=smooth
+    )
     if rate_scale <= 0:
         raise TraceError(f"--rate-scale must be > 0, got {rate_scale}")
     header, rows = _rows(p)
     if all(c in header for c in PER_REQUEST_COLUMNS):
+        if smooth:
+            raise TraceError(
+                f"trace {p} has one row per request: --smooth applies to aggregate traces "
+                f"({','.join(AGGREGATE_COLUMNS)}) only; drop it"
+            )
         optional = [c for c in (CACHED_COLUMN, PRIORITY_COLUMN) if c in header]
         cols = list(PER_REQUEST_COLUMNS) + optional
         data = _numeric(rows, [header.index(c) for c in cols], p)
@@ -302,7 +319,10 @@ def _aggregate(
     lo, hi = _slice_bounds(
         float(starts[0]), float(starts[-1]) + width, part.start_s, part.duration_s, name
     )
-    pieces: list[tuple[float, float, float, float, float]] = []  # a, b, rps, mean in, out
+    # a, b, rps, mean in, out; and the rates at the window's start and end edges that
+    # `smooth` interpolates towards (the window's own where a neighbour is missing or empty).
+    pieces: list[tuple[float, float, float, float, float]] = []
+    edges: list[tuple[float, float, float]] = []  # centre, rate at start edge, at end edge
     gaps: list[Gap] = []
     has_traffic = bool(np.any(data[:, 1] > 0))
 
@@ -314,8 +334,20 @@ def _aggregate(
             else:
                 gaps.append(Gap(a - lo, b - lo))
 
+    rates = data[:, 1] * part.rate_scale
+
+    def neighbour(i: int, j: int) -> float:
+        """The rate halfway to window j from window i: the mean of the two when j is the
+        adjacent window and both have traffic, else window i's own (no ramp into a gap)."""
+        own = float(rates[i])
+        if not 0 <= j < len(rates) or abs(abs(starts[j] - starts[i]) - width) > 0.5 * width:
+            return own
+        if own <= 0 or rates[j] <= 0:
+            return own
+        return 0.5 * (own + float(rates[j]))
+
     prev_end = float(starts[0])
-    for w_start, rps, mean_in, mean_out in data:
+    for i, (w_start, rps, mean_in, mean_out) in enumerate(data):
         if w_start > prev_end + 0.5 * width:
             gap(prev_end, float(w_start))  # windows missing from the series
         prev_end = float(w_start) + width
@@ -324,16 +356,47 @@ def _aggregate(
             continue
         if rps <= 0 and has_traffic:
             gap(a, b)
-        pieces.append((a, b, rps * part.rate_scale, mean_in, mean_out))
-    expected = sum((b - a) * r for a, b, r, _, _ in pieces)
+        pieces.append((a, b, float(rates[i]), mean_in, mean_out))
+        edges.append((float(w_start) + 0.5 * width, neighbour(i, i - 1), neighbour(i, i + 1)))
+
+    def rate_at(k: int, t: NDArray[np.float64]) -> NDArray[np.float64]:
+        """Piece k's rate at times t: its mean, or with `smooth` linear from the start
+        edge through the centre to the end edge."""
+        rate = pieces[k][2]
+        if not part.smooth:
+            return np.full(t.shape, rate)
+        centre, at_start, at_end = edges[k]
+        half = 0.5 * width
+        x = np.clip((t - centre) / half, -1.0, 1.0)
+        return np.where(x < 0, rate + (rate - at_start) * x, rate + (at_end - rate) * x)
+
+    def steps(k: int, c0: float, c1: float) -> list[tuple[float, float, float]]:
+        """(from, to, rate) over [c0, c1): one step, or SMOOTH_STEP_S steps with `smooth`."""
+        if not part.smooth:
+            return [(c0, c1, pieces[k][2])]
+        cuts = np.append(np.arange(c0, c1, SMOOTH_STEP_S), c1)
+        mids = 0.5 * (cuts[:-1] + cuts[1:])
+        return [
+            (float(s0), float(s1), float(r))
+            for s0, s1, r in zip(cuts[:-1], cuts[1:], rate_at(k, mids), strict=True)
+            if s1 > s0
+        ]
+
+    expected = sum(
+        (s1 - s0) * r for k, (a, b, *_) in enumerate(pieces) for s0, s1, r in steps(k, a, b)
+    )
 
     def chunks() -> Iterator[Chunk]:
         rng = np.random.default_rng(part.seed)
-        for a, b, rate, mean_in, mean_out in pieces:
-            edges = np.append(np.arange(a, b, CHUNK_S), b)
-            for c0, c1 in itertools.pairwise(edges):
+        for k, (a, b, _, mean_in, mean_out) in enumerate(pieces):
+            bounds = np.append(np.arange(a, b, CHUNK_S), b)
+            for c0, c1 in itertools.pairwise(bounds):
                 if c1 <= c0:
                     continue
+                if part.smooth:
+                    yield from _smooth_chunk(rng, steps(k, c0, c1), lo, mean_in, mean_out)
+                    continue
+                rate = pieces[k][2]
                 n = int(rng.poisson(rate * (c1 - c0)))
                 times = np.sort(rng.uniform(c0, c1, n)) - lo
                 # Geometric token counts (mean preserved): the heavy-ish spread real
@@ -349,3 +412,25 @@ def _aggregate(
         expected_requests=expected,
         make=chunks,
     )
+
+
+def _smooth_chunk(
+    rng: np.random.Generator,
+    steps: list[tuple[float, float, float]],
+    lo: float,
+    mean_in: float,
+    mean_out: float,
+) -> Iterator[Chunk]:
+    """One chunk of a smooth replay: Poisson arrivals at each step's rate, in one Chunk."""
+    counts = [int(rng.poisson(r * (s1 - s0))) for s0, s1, r in steps]
+    times = (
+        np.concatenate(
+            [np.sort(rng.uniform(s0, s1, n)) for (s0, s1, _), n in zip(steps, counts, strict=True)]
+            or [np.zeros(0)]
+        )
+        - lo
+    )
+    n = int(times.size)
+    ins = rng.geometric(1.0 / max(1.0, mean_in), n).astype(np.int64)
+    outs = rng.geometric(1.0 / max(1.0, mean_out), n).astype(np.int64)
+    yield Chunk(times, ins, outs, np.zeros(n, dtype=np.int64))

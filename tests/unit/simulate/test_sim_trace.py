@@ -156,3 +156,44 @@ def test_aggregate_windows_are_the_series_itself_sorted(tmp_path: Path) -> None:
 def test_aggregate_windows_refuses_a_per_request_trace(tmp_path: Path) -> None:
     with pytest.raises(trace.TraceError, match="an aggregate trace has window_start_s"):
         trace.aggregate_windows(write(tmp_path, "t.csv", PER_REQUEST, gz=False))
+
+
+# Three windows at 10, 40, 10 req/s, then an empty one: a 4x step at 600 s and back at
+# 1200 s when replayed as steps.
+STEPS = (
+    "window_start_s,total_rps,active_clients,covered_rps,mean_input_tokens,mean_output_tokens\n"
+    "0,10.0,3,1.0,300,100\n600,40.0,3,1.0,300,100\n1200,10.0,3,1.0,300,100\n"
+    "1800,0.0,0,0.0,,\n"
+)
+
+
+def per_minute(tr: trace.Trace) -> list[float]:
+    counts = np.bincount((tr.arrival_s // 60).astype(int), minlength=int(tr.duration_s // 60))
+    return (counts / 60.0).tolist()
+
+
+def test_smooth_moves_the_rate_between_window_centres_instead_of_stepping(
+    tmp_path: Path,
+) -> None:
+    path = write(tmp_path, "s.csv", STEPS, gz=False)
+    stepped = per_minute(trace.load(path, seed=1))
+    smooth = per_minute(trace.load(path, seed=1, smooth=True))
+    # As steps: the minutes either side of 600 s differ 4x.
+    assert stepped[9] < 13 and stepped[10] > 35
+    # Smooth: about 25/s either side of the boundary (halfway between 10 and 40), the
+    # window's own rate at its centre, and no ramp into the empty window at the end.
+    assert 20 < smooth[9] < 30 and 20 < smooth[10] < 30
+    assert smooth[14] > 35 and smooth[4] < 13
+    assert 6 < smooth[29] < 14 and sum(smooth[30:]) == 0
+    # The series' requests are kept: the ramps up and down cancel.
+    src = trace.stream(path, seed=1, smooth=True)
+    assert isinstance(src, trace.TraceStream)
+    assert src.expected_requests == pytest.approx(600 * (10 + 40 + 10))
+    assert trace.load(path, seed=1, smooth=True).arrival_s.tolist() == (
+        trace.load(path, seed=1, smooth=True).arrival_s.tolist()
+    )
+
+
+def test_smooth_is_refused_for_a_per_request_trace(tmp_path: Path) -> None:
+    with pytest.raises(trace.TraceError, match="--smooth applies to aggregate traces"):
+        trace.load(write(tmp_path, "t.csv", PER_REQUEST, gz=False), smooth=True)
