@@ -7,6 +7,10 @@ BENCH_WORKERS ?= 2
 bench: $(STAMP) ## every policy at defaults on every benchmark trace, both tables (30 cases on 2 processes; SEEDS=3 took 36 min 46 s for 30); bench/tables.py prints the summary tables
 	$(PY) bench/run.py --seeds $(SEEDS) --workers $(BENCH_WORKERS)
 
+.PHONY: bench-smooth
+bench-smooth: $(STAMP) ## the aggregate tuning cases with the rate linear between 10-minute window centres instead of steps: how much of the result is the replay's steps (bench-smooth.json/.md)
+	$(PY) bench/run.py --smooth --seeds $(SEEDS) --workers $(BENCH_WORKERS)
+
 .PHONY: bench-present
 bench-present: $(STAMP) ## the present-knowing reference on every case: what reacting perfectly, with no forecast, costs (CACHE=DIR keeps the prepared cases: ≈ 2 min with them, ≈ 10 min more to prepare them)
 	$(PY) bench/present.py --workers $(BENCH_WORKERS) $(if $(CACHE),--cache $(CACHE))
@@ -24,7 +28,7 @@ $(PEERS_STAMP): $(STAMP) pyproject.toml
 	$(PY) -m pip install -q --no-deps 'ai-dynamo==1.6.1'
 	touch $@
 
-bench bench-sweep: $(PEERS_STAMP)
+bench bench-sweep bench-smooth: $(PEERS_STAMP)
 
 .PHONY: bench-peers-test
 bench-peers-test: $(PEERS_STAMP) ## the Dynamo planner peer's tests (they need the peers extra)
