@@ -42,6 +42,7 @@ from typing import NamedTuple
 from modelscale.autoscaling import checks
 from modelscale.autoscaling import forecast as forecast_mod
 from modelscale.autoscaling import state as state_mod
+from modelscale.autoscaling.capacity import LatencyCurve
 from modelscale.autoscaling.checks import (
     METRIC_CHECKS,
     SCALE_DOWN_CHECKS,
@@ -325,6 +326,21 @@ def _within_tested_load(
     return min(current, max(replicas, reach))
 
 
+def _within_predicted_margin(
+    replicas: int, *, current: int, demand: float, curve: LatencyCurve, limit: float
+) -> int:
+    """The fewest replicas, at least `replicas` and at most `current`, at which `curve`
+    predicts a P99 within `limit` for `demand`. Where the curve has no evidence (a load
+    lighter than any seen) it predicts nothing and holds nothing."""
+    kept = replicas
+    while kept < current:
+        p = curve.p99(demand / kept)
+        if p is None or p <= limit:
+            break
+        kept += 1
+    return kept
+
+
 def _load_driven(
     near_slo: str, *, obs: Observation, config: PolicyConfig, model: PolicyModel
 ) -> str | None:
@@ -440,6 +456,20 @@ def recommend_for_forecast(
             )
             replicas = kept
     curve = capacity.latency_curve(model.cap, target=target)
+    if 0 < replicas < current and adaptive and not idle and config.scale_down_predicted_margin:
+        kept = _within_predicted_margin(
+            replicas,
+            current=current,
+            demand=demand,
+            curve=curve,
+            limit=config.scale_down_predicted_margin * config.latency_slo_seconds,
+        )
+        if kept > replicas:
+            message += (
+                f"; keeping {_replicas(kept)}: the latency curve puts fewer above "
+                f"{config.scale_down_predicted_margin:.0%} of the SLO"
+            )
+            replicas = kept
     predicted = curve.p99(demand / replicas) if replicas > 0 else None
     if predicted is not None and predicted > config.latency_slo_seconds:
         r = replicas

@@ -155,8 +155,20 @@ class PolicyConfig:
     # P99 of a window in which pods joined still holds the backlog of the smaller fleet
     # (docs/policy.md, "Ninth split", H3). False: also when none is pending.
     burst_needs_steady_fleet: bool = False
+    # With `adaptive`: a scale-down stops at the fewest replicas at which the learned
+    # latency curve (`CapacityModel.latency_curve`, the worst watched P99 over load per
+    # replica) predicts a P99 within this share of its SLO for the demand sized for. The
+    # latency margin above looks at the fleet before the scale-down; this one at the fleet
+    # after it, so spare stays where the pods are near their knee and not elsewhere
+    # (docs/policy.md, "Tenth split", H6). 0: off.
+    scale_down_predicted_margin: float = 0.0
 
     def __post_init__(self) -> None:
+        if not 0.0 <= self.scale_down_predicted_margin <= 1.0:
+            raise ValueError(
+                f"scale_down_predicted_margin {self.scale_down_predicted_margin!r}: give a "
+                "share of the SLO, 0 < x <= 1, or 0 for off"
+            )
         if not 0.0 < self.learned_headroom <= 1.0:
             raise ValueError(
                 f"learned_headroom {self.learned_headroom!r}: give a share of the learned "

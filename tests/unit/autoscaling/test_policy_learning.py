@@ -465,3 +465,58 @@ def test_a_fleet_that_just_grew_is_not_multiplied_by_the_p99_of_its_backlog() ->
     assert results[False].reason == recommender.LATENCY_SLO
     assert results[False].replicas >= 2 * 3 * recommender.BURST_CAP - 1
     assert results[True].replicas < results[False].replicas
+
+
+def serve(
+    config: PolicyConfig, phases: list[tuple[float, int, float, float]]
+) -> tuple[recommender.Recommendation, ScalingState]:
+    """Serve each (tok/s, replicas, minutes, P99 share of the SLO) phase with the replicas
+    held there; returns the last recommendation and state."""
+    st = ScalingState()
+    t = T0
+    rec = None
+    for rate, replicas, minutes, share in phases:
+        for _ in range(int(minutes * 4)):
+            rec, st = recommender.recommend(
+                obs(t, rate=rate, replicas=replicas, p99=share * SLO), config=config, state=st
+            )
+            t += 15.0
+    assert rec is not None
+    return rec, st
+
+
+@pytest.mark.usefixtures("without_ninth_split_rules")
+def test_a_scale_down_stops_where_the_latency_curve_nears_the_slo() -> None:
+    """`scale_down_predicted_margin` (docs/policy.md, "Tenth split", H6): the pods were seen
+    at 0.3 of the SLO with 250 tok/s each, 0.45 with 333 and 0.65 (under the 0.7 latency
+    margin) with 400. Back at 8 replicas and 2,000 tok/s, the default scales down to 5
+    (400 each: within the SLO); with a margin of 0.5 it stops at 6, where the curve
+    predicts at most half the SLO, and says why. With only the lightest load ever seen,
+    the curve predicts nothing beyond it and holds nothing."""
+    phases = [
+        (2000.0, 8, 20.0, 0.3),
+        (2000.0, 6, 20.0, 0.45),
+        (2000.0, 5, 20.0, 0.65),
+        (2000.0, 8, 10.0, 0.3),
+    ]
+    free = replace(CONFIG, max_scale_down_step=100)  # the whole scale-down in one decision
+    margin = replace(free, scale_down_predicted_margin=0.5)
+    plain, _ = serve(free, phases)
+    kept, st = serve(margin, phases)
+    assert (plain.replicas, kept.replicas) == (5, 6), (plain.message, kept.message)
+    assert "the latency curve puts fewer above 50% of the SLO" in kept.message
+    curve = state.CAPACITY.latency_curve(state.load(st.model, config=margin).cap, target=PRIOR)
+    at = curve.p99(2000.0 / kept.replicas)
+    assert at is None or at <= 0.5 * SLO
+    fewer = curve.p99(2000.0 / (kept.replicas - 1))
+    assert fewer is not None and fewer > 0.5 * SLO
+    # Only a lighter fleet ever seen: the curve predicts nothing beyond it to hold for.
+    light, _ = serve(margin, [(2000.0, 8, 20.0, 0.3)])
+    fresh, _ = serve(free, [(2000.0, 8, 20.0, 0.3)])
+    assert light.replicas == fresh.replicas
+
+
+@pytest.mark.parametrize("share", [-0.1, 1.5, math.nan])
+def test_a_predicted_margin_outside_0_to_1_is_refused_with_what_to_give(share: float) -> None:
+    with pytest.raises(ValueError, match=r"scale_down_predicted_margin .*or 0 for off"):
+        PolicyConfig(scale_down_predicted_margin=share)
