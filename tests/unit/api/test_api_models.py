@@ -55,7 +55,7 @@ def test_minimal_spec_gets_defaults_for_a_vllm_triton_on_one_gpu() -> None:
         spec.scaling.scale_down.stabilization_window_seconds,
         spec.scaling.scale_down.max_step,
     ) == (
-        240.0,
+        180.0,
         1,
     )
     assert spec.scaling.on_missing_metrics.behavior == "Hold"
