@@ -408,6 +408,24 @@ def test_a_learned_headroom_outside_0_to_1_is_refused_with_what_to_give(share: f
         PolicyConfig(learned_headroom=share)
 
 
+def serve(
+    config: PolicyConfig, phases: list[tuple[float, int, float, float]]
+) -> tuple[recommender.Recommendation, ScalingState]:
+    """Serve each (tok/s, replicas, minutes, P99 share of the SLO) phase with the replicas
+    held there; returns the last recommendation and state."""
+    st = ScalingState()
+    t = T0
+    rec = None
+    for rate, replicas, minutes, share in phases:
+        for _ in range(int(minutes * 4)):
+            rec, st = recommender.recommend(
+                obs(t, rate=rate, replicas=replicas, p99=share * SLO), config=config, state=st
+            )
+            t += 15.0
+    assert rec is not None
+    return rec, st
+
+
 @pytest.mark.parametrize(
     ("phases", "held_back"),
     [
@@ -429,16 +447,7 @@ def test_the_latency_margin_holds_only_a_p99_the_load_drives(
     load per replica seen within the knee."""
     tested = replace(CONFIG, latency_margin_tested=True)
     for config, hold in ((CONFIG, True), (tested, held_back)):
-        st = ScalingState()
-        t = T0
-        rec = None
-        for rate, replicas, minutes, share in phases:
-            for _ in range(int(minutes * 4)):
-                rec, st = recommender.recommend(
-                    obs(t, rate=rate, replicas=replicas, p99=share * SLO), config=config, state=st
-                )
-                t += 15.0
-        assert rec is not None
+        rec, _ = serve(config, phases)
         current = phases[-1][1]
         assert (rec.reason == recommender.LATENCY_MARGIN) == hold, rec.message
         assert (rec.replicas == current) == hold, rec.message
@@ -469,24 +478,6 @@ def test_a_fleet_that_just_grew_is_not_multiplied_by_the_p99_of_its_backlog() ->
     assert results[False].reason == recommender.LATENCY_SLO
     assert results[False].replicas >= 2 * 3 * recommender.BURST_CAP - 1
     assert results[True].replicas < results[False].replicas
-
-
-def serve(
-    config: PolicyConfig, phases: list[tuple[float, int, float, float]]
-) -> tuple[recommender.Recommendation, ScalingState]:
-    """Serve each (tok/s, replicas, minutes, P99 share of the SLO) phase with the replicas
-    held there; returns the last recommendation and state."""
-    st = ScalingState()
-    t = T0
-    rec = None
-    for rate, replicas, minutes, share in phases:
-        for _ in range(int(minutes * 4)):
-            rec, st = recommender.recommend(
-                obs(t, rate=rate, replicas=replicas, p99=share * SLO), config=config, state=st
-            )
-            t += 15.0
-    assert rec is not None
-    return rec, st
 
 
 @pytest.mark.usefixtures("without_ninth_split_rules")
