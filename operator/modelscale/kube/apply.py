@@ -203,25 +203,14 @@ def _outcome(
     return Applied(kind=kind, name=name, outcome=outcome, version=now_known)
 
 
-def dry_run_all(
-    api: client.ApiClient,
-    objects: Sequence[dict[str, Any]],
-    *,
-    preconditions: Mapping[str, str] | None = None,
-) -> None:
+def dry_run_all(api: client.ApiClient, objects: Sequence[dict[str, Any]]) -> None:
     """Send every object as a server-side dry run (validation and admission, nothing
     stored). Raises `ChildRefusedError` naming the first object the apiserver refuses;
-    other API errors (409 Conflict, 5xx) pass through."""
-    guards = preconditions or {}
+    other API errors (5xx) pass through. No resourceVersion is sent: the dry run asks
+    whether the objects are valid, the apply after it whether they are still current."""
     for desired in objects:
         try:
-            _send(
-                api,
-                _kind_api(api, desired["kind"]),
-                desired,
-                guards.get(desired["kind"]),
-                dry_run=True,
-            )
+            _send(api, _kind_api(api, desired["kind"]), desired, None, dry_run=True)
         except ApiException as err:
             if err.status not in REFUSED_STATUSES:
                 raise
@@ -237,12 +226,12 @@ def apply_all(
     api: client.ApiClient,
     objects: Sequence[dict[str, Any]],
     *,
-    preconditions: Mapping[str, str] | None = None,
+    preconditions: Mapping[str, Running] | None = None,
     dry_run: bool = True,
     known: Mapping[str, Known] | None = None,
 ) -> list[Applied]:
     """Converge every object, or none: `dry_run_all`, then `apply` each. `preconditions`
-    maps a kind to the resourceVersion its object must still have (see `apply`).
+    maps a kind to the object as it was read, which it must still be (see `apply`).
     `dry_run=False` skips the dry run: for objects the apiserver already took as they are
     (the caller remembers what it applied last). `known` maps a kind to the object as the
     last apply left it (`Applied.version`): its read before the apply is skipped.
@@ -252,7 +241,7 @@ def apply_all(
     existing object from a new one."""
     guards = preconditions or {}
     if dry_run:
-        dry_run_all(api, objects, preconditions=guards)
+        dry_run_all(api, objects)
     last = known or {}
     return [
         apply(
@@ -265,43 +254,74 @@ def apply_all(
     ]
 
 
-def apply(
-    api: client.ApiClient,
-    desired: dict[str, Any],
-    *,
-    precondition: str | None = None,
-    known: Known | None = None,
-) -> Applied:
-    """Converge one object to `desired` with server-side apply (force: we own it).
-
-    With `precondition` (a resourceVersion) the apply fails with 409 Conflict unless the
-    object is still at that version: for a writer whose decision depends on what it read
-    (the replicas), so two writers cannot undo each other. Without it, a read before the
-    apply only names the outcome in logs and events; with `known` (the object as our last
-    apply left it) there is no read: at 1,000 ModelDeployments the reads were a third of
-    a resync's calls. Then a change by another manager to fields we do not own reads as
-    `updated` once."""
-    meta = desired["metadata"]
-    ops = _kind_api(api, desired["kind"])
-    before: str | None = precondition
-    if precondition is None and known is not None:
-        after = _send(api, ops, desired, None, dry_run=False)
-        return _outcome(desired, known.resource_version, after, known=known)
-    if precondition is None:
-        try:
-            before = _resource_version(ops.read(meta["name"], meta["namespace"]))
-        except ApiException as err:
-            if err.status != 404:
-                raise
-    return _outcome(desired, before, _send(api, ops, desired, precondition, dry_run=False))
-
-
 @dataclass(frozen=True)
 class Running:
     """What a Deployment runs now, and the version that was read."""
 
     replicas: int
     resource_version: str
+
+
+# Conflicts `apply` answers by reading again, when the read shows the replicas unchanged.
+CONFLICT_RETRIES = 4
+
+
+def apply(
+    api: client.ApiClient,
+    desired: dict[str, Any],
+    *,
+    precondition: Running | None = None,
+    known: Known | None = None,
+) -> Applied:
+    """Converge one object to `desired` with server-side apply (force: we own it).
+
+    With `precondition` (the Deployment as read) the apply is sent with the version read
+    and fails with 409 Conflict unless the object is still at it: for a writer whose
+    decision depends on what it read (the replicas), so two writers cannot undo each
+    other. Any write moves the version, though (an annotation, the Deployment
+    controller's status), and a client writing more often than a read-then-apply takes
+    would keep every apply out (CI of 2026-12-03: a writer every 50 ms, reconcile stuck
+    for three minutes). So a conflict is answered by reading again: while the read still
+    runs the replicas the decision was made from, the apply is sent again with the new
+    version (`CONFLICT_RETRIES` times); when the replicas moved, the 409 is raised.
+
+    Without `precondition`, a read before the apply only names the outcome in logs and
+    events; with `known` (the object as our last apply left it) there is no read: at 1,000
+    ModelDeployments the reads were a third of a resync's calls. Then a change by another
+    manager to fields we do not own reads as `updated` once."""
+    meta = desired["metadata"]
+    ops = _kind_api(api, desired["kind"])
+    if precondition is not None:
+        return _apply_while_running(api, ops, desired, precondition)
+    before: str | None = None
+    if known is not None:
+        after = _send(api, ops, desired, None, dry_run=False)
+        return _outcome(desired, known.resource_version, after, known=known)
+    try:
+        before = _resource_version(ops.read(meta["name"], meta["namespace"]))
+    except ApiException as err:
+        if err.status != 404:
+            raise
+    return _outcome(desired, before, _send(api, ops, desired, None, dry_run=False))
+
+
+def _apply_while_running(
+    api: client.ApiClient, ops: _KindApi, desired: dict[str, Any], read: Running
+) -> Applied:
+    meta = desired["metadata"]
+    version = read.resource_version
+    for attempt in range(CONFLICT_RETRIES + 1):
+        try:
+            return _outcome(desired, version, _send(api, ops, desired, version, dry_run=False))
+        except ApiException as err:
+            if err.status != 409 or attempt == CONFLICT_RETRIES:
+                raise
+            conflict = err
+        fresh = running(ops.read(meta["name"], meta["namespace"]))
+        if fresh is None or fresh.replicas != read.replicas:
+            raise conflict
+        version = fresh.resource_version
+    raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 def running(dep: Any) -> Running | None:

@@ -95,7 +95,7 @@ def _apply_children(
     key = (md.namespace, md.name)
     # The Deployment's replicas were decided from what was read: apply only if nobody (the
     # scaling loop) changed it since, or we would undo their scale.
-    guards = {"Deployment": current.resource_version} if current else {}
+    guards = {"Deployment": current} if current else {}
     try:
         # The control key's Secret first: the pods cannot start without it.
         secret = control_key.desired_secret(api, md)

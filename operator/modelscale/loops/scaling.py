@@ -349,7 +349,7 @@ def _act(
             kube_apply.apply(
                 api,
                 deployment.build(md, replicas=rec.replicas),
-                precondition=fresh.resource_version,
+                precondition=fresh,
             )
         except ApiException as err:
             if err.status != 409:
