@@ -81,7 +81,8 @@ STATUS_WRITES_SKIPPED = Counter(
 STATUS_CONFLICTS = Counter(
     "modelscale_status_write_conflicts",
     "ModelDeployment status patches refused (409) because the object had changed since "
-    "it was read (re-read and rebuilt); by who wrote: scaling or reconcile",
+    "it was read (re-read and rebuilt), or, on the content-guarded last try, because "
+    "another writer had changed the conditions; by who wrote: scaling or reconcile",
     ["writer"],
 )
 KUBE_REQUESTS = Counter(
