@@ -163,6 +163,18 @@ class CapacityModel:
     # "Seventh split"). Growth stops once the pods are no longer calm; a busy sample
     # lowers the capacity at once. None: off (the default; measured, not frozen).
     calm_step: float | None = None
+    # The same creep from a sample served by a looser rule than calm: the worst watched
+    # P99 under `served_step_below` and the cliff signal (TTFT) under
+    # `served_step_cliff_below` x SLO, at a load per replica of at least
+    # `served_step_load` x the estimate, while the heaviest load seen is under the knee.
+    # TPOT sits at 0.4-0.5 of its SLO and TTFT at 0.3-0.4 at loads the pods serve well
+    # (servegen-m-large-d11-night: 672 tok/s learned, 950-1,090 sustained), between the
+    # calm and served rules, and a fleet sized from the estimate never shows a load above
+    # it (docs/policy.md, "Twelfth split", H7). None: off.
+    served_step: float | None = None
+    served_step_below: float = 0.6
+    served_step_cliff_below: float = 0.4
+    served_step_load: float = 0.7
     # From a sample whose bin's P99 lies between the served rule (`served_below`) and the
     # knee, bound the capacity by the load where 1 / P99, falling linearly with the load
     # from 1 / `low` (the lightest P99 a bin has held), reaches 1 / (`anchored` x SLO).
@@ -256,6 +268,9 @@ class CapacityModel:
             wanted = max(current, self.probe * highest_safe) if grow else current
             if grow and calm and self.calm_step is not None:
                 wanted = max(wanted, current * (1.0 + self.calm_step))
+            if self._served_step(p99=p99, cliff=cliff, load=load, current=current, slo=slo):
+                assert self.served_step is not None
+                wanted = max(wanted, current * (1.0 + self.served_step))
             knee_load = (
                 hyperbolic_knee(curve, level=slo * self.fit_level)
                 if self.fit_level is not None
@@ -291,6 +306,18 @@ class CapacityModel:
             capacity=float(f"{bounded:.6g}"),  # as status stores it: exact round trips
             low=new.low,
             curve=curve,
+        )
+
+    def _served_step(
+        self, *, p99: float, cliff: float, load: float, current: float, slo: float
+    ) -> bool:
+        """Whether this sample lets the capacity creep up by `served_step` (the caller
+        checked that the heaviest load seen is under the knee)."""
+        return (
+            self.served_step is not None
+            and p99 <= slo * self.served_step_below
+            and cliff <= slo * self.served_step_cliff_below
+            and load >= self.served_step_load * current
         )
 
     def _anchored_bound(

@@ -221,7 +221,9 @@ def _learn(
     if adaptive and share is not None:
         share *= config.latency_slo_seconds  # every watched signal, in units of its SLO
     fleet = model.fleet
-    if fleet is None or obs.warmed_replicas > fleet[0]:
+    if fleet is None and config.first_fleet_steady:
+        fleet = (obs.warmed_replicas, obs.sample_time - config.rate_window_seconds)
+    elif fleet is None or obs.warmed_replicas > fleet[0]:
         fleet = (obs.warmed_replicas, obs.sample_time)
     elif obs.warmed_replicas < fleet[0]:
         fleet = (obs.warmed_replicas, fleet[1])

@@ -158,6 +158,13 @@ class PolicyConfig:
     # P99 of a window in which pods joined still holds the backlog of the smaller fleet
     # (docs/policy.md, "Ninth split", H3). False: also when none is pending.
     burst_needs_steady_fleet: bool = False
+    # With `adaptive`: the fleet the policy first sees (no state yet) counts as steady
+    # for the rate window already, so its first sample teaches the capacity. The
+    # operator keeps the policy's state in the status, so first sight is a new
+    # ModelDeployment (its first pods just warmed, all of the window's traffic theirs) or
+    # an adopted fleet that has been serving (docs/policy.md, "Twelfth split", H8).
+    # False: like a fleet that just grew, it teaches after one rate window.
+    first_fleet_steady: bool = False
     # With `adaptive`: a scale-down stops at the fewest replicas at which the learned
     # latency curve (`CapacityModel.latency_curve`, the worst watched P99 over load per
     # replica) predicts a P99 within this share of its SLO for the demand sized for. The

@@ -106,3 +106,52 @@ def test_the_calm_step_stops_when_the_pods_are_not_calm_and_a_busy_sample_lowers
     assert held <= climbed * 1.001
     s = stepping.observe(s, load=650.0, p99=1.0 * SLO, target=PRIOR, slo=SLO)  # busy
     assert stepping.capacity(s, target=PRIOR) <= 650.0
+
+
+def test_the_served_step_learns_what_pods_serve_between_the_calm_and_served_rules() -> None:
+    """`served_step` (docs/policy.md, "Twelfth split", H7): servegen-m-large-d11-night's
+    pods ran at 0.75-0.85 of a learned 672 tok/s with TPOT at 0.45 of its SLO and TTFT at
+    0.35 of its: neither calm (0.4) nor served (TTFT under 0.3), so the capacity never
+    moved. With the served step it creeps up while the pods stay served, and stops where
+    they no longer are (here TPOT passes 0.6 beyond 900 tok/s, and the fleet runs at 0.8
+    of the estimate)."""
+    plain = replace(MODEL, served_step=None)
+    stepping = replace(MODEL, served_step=0.02)
+
+    def tpot(load: float) -> float:  # 0.42 up to 500 tok/s, 0.6 at 900
+        return 0.42 + 0.18 * max(0.0, load - 500.0) / 400.0
+
+    for model, low, high in ((plain, 499.0, 501.0), (stepping, 1000.0, 1150.0)):
+        s = model.initial(target=PRIOR)
+        for _ in range(200):
+            load = 0.8 * model.capacity(s, target=PRIOR)
+            s = model.observe(
+                s, load=load, p99=tpot(load) * SLO, target=PRIOR, slo=SLO, cliff=0.35 * SLO
+            )
+        assert low <= model.capacity(s, target=PRIOR) <= high
+
+
+@pytest.mark.parametrize(
+    ("load", "worst", "cliff"),
+    [
+        pytest.param(450.0, 0.45, 0.35, id="a-light-fleet-does-not-creep"),
+        pytest.param(600.0, 0.65, 0.35, id="worst-over-0.6"),
+        pytest.param(600.0, 0.45, 0.45, id="ttft-over-0.4"),
+    ],
+)
+def test_no_served_step_on_a_light_fleet_or_nearer_the_knee_or_the_cliff(
+    load: float, worst: float, cliff: float
+) -> None:
+    """Only a fleet running at 0.7 of its estimate or more, with every P99 inside the
+    looser served rule, creeps up: a night's single replica at a tenth of its capacity
+    must not learn a capacity it never showed."""
+    stepping = replace(MODEL, served_step=0.02)
+    s = stepping.initial(target=PRIOR)
+    for _ in range(8):  # served at 640 tok/s: the capacity is 640
+        s = stepping.observe(s, load=640.0, p99=0.5 * SLO, target=PRIOR, slo=SLO, cliff=0.2 * SLO)
+    start = stepping.capacity(s, target=PRIOR)
+    for _ in range(30):
+        s = stepping.observe(
+            s, load=load, p99=worst * SLO, target=PRIOR, slo=SLO, cliff=cliff * SLO
+        )
+    assert stepping.capacity(s, target=PRIOR) <= start * 1.001

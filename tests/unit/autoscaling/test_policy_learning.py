@@ -515,3 +515,25 @@ def test_a_scale_down_stops_where_the_latency_curve_nears_the_slo() -> None:
 def test_a_predicted_margin_outside_0_to_1_is_refused_with_what_to_give(share: float) -> None:
     with pytest.raises(ValueError, match=r"scale_down_predicted_margin .*or 0 for off"):
         PolicyConfig(scale_down_predicted_margin=share)
+
+
+def test_the_fleet_first_seen_teaches_at_once_with_first_fleet_steady() -> None:
+    """`first_fleet_steady` (docs/policy.md, "Twelfth split", H8): 14 warmed pods already
+    serving 600 tok/s each with TTFT at 0.25 of its SLO and TPOT at 0.045 s of its 0.1 s.
+    By default the first minute teaches nothing and the 500 tok/s prior x headroom 0.8
+    asks for 21 replicas; counted as steady, the first sample teaches 600 tok/s and the
+    14 are kept."""
+    base = replace(CONFIG, tpot_slo_seconds=0.1)
+    results = {}
+    for steady in (False, True):
+        config = replace(base, first_fleet_steady=steady)
+        rec, st = recommender.recommend(
+            obs(T0, rate=8400.0, replicas=14, p99=0.5, p99_tpot_seconds=0.045),
+            config=config,
+            state=ScalingState(),
+        )
+        results[steady] = rec
+        learned = state.load(st.model, config=config).cap.capacity
+        assert (learned == pytest.approx(600.0)) if steady else learned is None
+    assert results[False].replicas >= 21, results[False].message
+    assert results[True].replicas == 14, results[True].message
