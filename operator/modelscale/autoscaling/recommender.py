@@ -433,18 +433,25 @@ def recommend_for_forecast(
         f"{share * model.correction:.0%} of {cap:.0f} tok/s"
     )
     current = obs.current_replicas
-    if 0 < replicas < current and usable > 0 and config.scale_down_hysteresis > 0 and not idle:
+    spare = config.scale_down_spare_replicas
+    if (
+        0 < replicas < current
+        and usable > 0
+        and not idle
+        and (config.scale_down_hysteresis > 0 or spare > 0)
+    ):
         # Fewer replicas only with room to spare: demand that jitters around a replica
         # boundary would otherwise give one back and want it again a minute later, and
         # a replica takes the whole horizon to return.
         kept = min(
             current,
-            math.ceil(demand * (1.0 + config.scale_down_hysteresis) / usable - 1e-9),
+            math.ceil(demand * (1.0 + config.scale_down_hysteresis) / usable + spare - 1e-9),
         )
         if kept > replicas:
+            extra = f" and {spare:g} replica(s)" if spare > 0 else ""
             message += (
                 f"; keeping {_replicas(kept)}: fewer need {config.scale_down_hysteresis:.0%} "
-                "of spare demand to scale down"
+                f"of spare demand{extra} to scale down"
             )
             replicas = kept
     if 0 < replicas < current and adaptive and not idle:

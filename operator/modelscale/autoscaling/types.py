@@ -97,6 +97,10 @@ class PolicyConfig:
     # scale-down window at 180 s instead of 0.1 at 240 s missed 146 of about 8,770 windows
     # instead of 147 at 1.236x the oracle instead of 1.243x (goal distance 198.2, 226.6).
     scale_down_hysteresis: float = 0.15
+    # ... and this many replicas' worth of capacity on top: a share of demand is a
+    # fraction of one replica on a small fleet, where a step of +50 % in 30 s needs a whole
+    # one (docs/policy.md, "Twelfth split", H9). 0: the share alone.
+    scale_down_spare_replicas: float = 0.0
     # The learning policy (docs/policy.md): capacity learned from the pods' P99 with the
     # spec's value as a prior, headroom from the measured forecast error, a correction
     # from SLO misses, step and burst response, no hysteresis at zero demand. False: the

@@ -537,3 +537,37 @@ def test_the_fleet_first_seen_teaches_at_once_with_first_fleet_steady() -> None:
         assert (learned == pytest.approx(600.0)) if steady else learned is None
     assert results[False].replicas >= 21, results[False].message
     assert results[True].replicas == 14, results[True].message
+
+
+@pytest.mark.parametrize(
+    ("rate", "start", "without", "with_spare"),
+    [
+        pytest.param(700.0, 3, 2, 3, id="small-fleet-keeps-a-replica"),
+        pytest.param(9000.0, 20, 21, 22, id="large-fleet-barely-touched"),
+    ],
+)
+def test_scale_down_spare_replicas_keep_room_a_share_of_demand_does_not(
+    rate: float, start: int, without: int, with_spare: int
+) -> None:
+    """`scale_down_spare_replicas` (docs/policy.md, "Twelfth split", H9): 700 tok/s on
+    pods that sustain 500 each needs 2 replicas, and the 15 % hysteresis (105 tok/s) fits
+    in them; half a replica more (250 tok/s) does not, so 3 stay. On a fleet of about 20,
+    half a replica is 2-3 % of it, and at most one more stays; the message says why."""
+    results = {}
+    for spare in (0.0, 0.5):
+        config = replace(CONFIG, scale_down_spare_replicas=spare, tpot_slo_seconds=0.1)
+        st = ScalingState()
+        t = T0
+        replicas = start
+        for _ in range(120):
+            rec, st = recommender.recommend(
+                obs(t, rate=rate, replicas=replicas, p99=0.5, p99_tpot_seconds=0.05),
+                config=config,
+                state=st,
+            )
+            replicas = rec.replicas
+            t += 15.0
+        results[spare] = rec
+    assert results[0.0].replicas == without, results[0.0].message
+    assert results[0.5].replicas == with_spare, results[0.5].message
+    assert "and 0.5 replica(s) to scale down" in results[0.5].message
