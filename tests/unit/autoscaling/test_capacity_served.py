@@ -16,7 +16,9 @@ from modelscale.autoscaling.types import ScalingState
 
 PRIOR = 500.0  # the API default tokensPerSecondPerReplica
 SLO = 2.0  # TTFT; every pressure below is in these units (share x SLO)
-MODEL = state.CAPACITY
+# The served rule alone: since the twelfth split the defaults also creep up from a served
+# sample (`served_step`, tested at the end of this file).
+MODEL = replace(state.CAPACITY, served_step=None)
 
 
 def learned(
@@ -73,7 +75,9 @@ def test_the_policy_learns_the_served_load_from_ttft_and_tpot_and_asks_for_fewer
         )
     assert rec is not None
     m = state.load(s.model, config=config)
-    assert MODEL.capacity(m.cap, target=PRIOR) == pytest.approx(650.0)
+    # At least the load served; the defaults' served step creeps on from there (2 % a
+    # sample while the pods stay served).
+    assert 650.0 <= state.CAPACITY.capacity(m.cap, target=PRIOR) <= 1.2 * 650.0
     assert rec.replicas == 2, rec.message
 
 
@@ -84,7 +88,8 @@ def test_the_calm_step_learns_a_capacity_far_above_the_prior_from_a_fleet_sized_
     defaults' 2 % (docs/policy.md, "Ninth split") too."""
     still = replace(MODEL, calm_step=None)
     stepping = replace(MODEL, calm_step=0.05)
-    cases = ((still, 499.0, 501.0), (stepping, 1000.0, 4 * PRIOR), (MODEL, 1000.0, 4 * PRIOR))
+    defaults = state.CAPACITY
+    cases = ((still, 499.0, 501.0), (stepping, 1000.0, 4 * PRIOR), (defaults, 1000.0, 4 * PRIOR))
     for model, low, high in cases:
         s = model.initial(target=PRIOR)
         for _ in range(60):

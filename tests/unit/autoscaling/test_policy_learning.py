@@ -149,6 +149,7 @@ def settle(
     return replicas, st, t
 
 
+@pytest.mark.usefixtures("without_ninth_split_rules")
 def test_slo_misses_raise_the_replicas_the_forecast_asks_for() -> None:
     # A 240 s window keeps 4 calm pods through the 20 minutes (with the 180 s default
     # they reach 3, where the miss's one more replica is also what the forecast asks).
@@ -173,6 +174,7 @@ def test_slo_misses_raise_the_replicas_the_forecast_asks_for() -> None:
     assert rec.replicas > r0
 
 
+@pytest.mark.usefixtures("without_ninth_split_rules")
 def test_burst_response_adds_replicas_on_the_first_pass_that_sees_the_step(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -379,10 +381,15 @@ def test_the_scale_down_reach_needs_evidence_not_an_empty_curve() -> None:
 
 @pytest.fixture
 def without_ninth_split_rules(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The capacity model without the ninth split's calm step and anchored bound, for
-    tests of other rules: a capacity that climbs while calm, or falls when a P99 rises at
-    a load already seen, would change the replica count those tests read."""
-    monkeypatch.setattr(state, "CAPACITY", replace(state.CAPACITY, calm_step=None, anchored=None))
+    """The capacity model without the ninth split's calm step and anchored bound and the
+    twelfth split's served step, for tests of other rules: a capacity that climbs while
+    calm or served, or falls when a P99 rises at a load already seen, would change the
+    replica count those tests read."""
+    monkeypatch.setattr(
+        state,
+        "CAPACITY",
+        replace(state.CAPACITY, calm_step=None, anchored=None, served_step=None),
+    )
 
 
 @pytest.mark.usefixtures("without_ninth_split_rules")
@@ -445,8 +452,11 @@ def test_the_latency_margin_holds_only_a_p99_the_load_drives(
     """`latency_margin_tested` (docs/policy.md, "Ninth split", H2): a P99 over the latency
     margin holds the replicas only while one fewer would load each beyond the heaviest
     load per replica seen within the knee."""
-    tested = replace(CONFIG, latency_margin_tested=True)
-    for config, hold in ((CONFIG, True), (tested, held_back)):
+    # The 0.15 hysteresis of the tenth split: since the twelfth split's 0.25 the
+    # hysteresis alone keeps the two pods of the "load" case, before the margin is read.
+    base = replace(CONFIG, scale_down_hysteresis=0.15)
+    tested = replace(base, latency_margin_tested=True)
+    for config, hold in ((base, True), (tested, held_back)):
         rec, _ = serve(config, phases)
         current = phases[-1][1]
         assert (rec.reason == recommender.LATENCY_MARGIN) == hold, rec.message
@@ -546,6 +556,7 @@ def test_the_fleet_first_seen_teaches_at_once_with_first_fleet_steady() -> None:
         pytest.param(9000.0, 20, 21, 22, id="large-fleet-barely-touched"),
     ],
 )
+@pytest.mark.usefixtures("without_ninth_split_rules")
 def test_scale_down_spare_replicas_keep_room_a_share_of_demand_does_not(
     rate: float, start: int, without: int, with_spare: int
 ) -> None:
@@ -555,7 +566,12 @@ def test_scale_down_spare_replicas_keep_room_a_share_of_demand_does_not(
     half a replica is 2-3 % of it, and at most one more stays; the message says why."""
     results = {}
     for spare in (0.0, 0.5):
-        config = replace(CONFIG, scale_down_spare_replicas=spare, tpot_slo_seconds=0.1)
+        config = replace(
+            CONFIG,
+            scale_down_spare_replicas=spare,
+            scale_down_hysteresis=0.15,
+            tpot_slo_seconds=0.1,
+        )
         st = ScalingState()
         t = T0
         replicas = start
