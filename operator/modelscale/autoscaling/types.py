@@ -148,11 +148,12 @@ class PolicyConfig:
     # share of the SLO (`CapacityModel.fit_level`). 0: off, the default: measured on the
     # tuning traces only (docs/policy.md), not frozen or run on held-out ones.
     capacity_fit: float = 0.0
-    # With `adaptive`, once the capacity has been learned: plan for at most this share of
-    # it (0 < x <= 1). A deliberate margin for steps that come faster than a start-up, the
-    # same on every trace, where before the only margin beyond the measured forecast error
-    # was the accidental one of a prior below the pods' capacity (docs/policy.md, "Eighth
-    # split"). 1.0: none.
+    # With `adaptive`, once the capacity has been learned: plan for this share of it
+    # (0 < x <= 2). Below 1, a deliberate margin for steps that come faster than a
+    # start-up, the same on every trace, where before the only margin beyond the measured
+    # forecast error was the accidental one of a prior below the pods' capacity
+    # (docs/policy.md, "Eighth split"); above 1, a fleet run past the learned knee (the
+    # upper half of the benchmark's sweep, where the peers' targets go too). 1.0: none.
     learned_headroom: float = 1.0
     # With `adaptive`: the latency margin holds replicas only while one replica fewer
     # would load each beyond the heaviest load per replica the pods were seen serving
@@ -188,10 +189,10 @@ class PolicyConfig:
                 f"scale_down_predicted_margin {self.scale_down_predicted_margin!r}: give a "
                 "share of the SLO, 0 < x <= 1, or 0 for off"
             )
-        if not 0.0 < self.learned_headroom <= 1.0:
+        if not 0.0 < self.learned_headroom <= 2.0:
             raise ValueError(
                 f"learned_headroom {self.learned_headroom!r}: give a share of the learned "
-                "capacity, 0 < x <= 1"
+                "capacity, 0 < x <= 2"
             )
 
 

@@ -409,9 +409,9 @@ def test_the_learned_headroom_keeps_a_share_of_the_learned_capacity_spare() -> N
     assert spare >= math.ceil(4000.0 / (cap_spare * 0.8) - 1e-9)
 
 
-@pytest.mark.parametrize("share", [0.0, -0.5, 1.01, math.nan])
-def test_a_learned_headroom_outside_0_to_1_is_refused_with_what_to_give(share: float) -> None:
-    with pytest.raises(ValueError, match=r"learned_headroom .*0 < x <= 1"):
+@pytest.mark.parametrize("share", [0.0, -0.5, 2.01, math.inf, math.nan])
+def test_a_learned_headroom_outside_0_to_2_is_refused_with_what_to_give(share: float) -> None:
+    with pytest.raises(ValueError, match=r"learned_headroom .*0 < x <= 2"):
         PolicyConfig(learned_headroom=share)
 
 

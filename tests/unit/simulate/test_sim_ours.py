@@ -99,3 +99,24 @@ def test_horizon_is_what_the_operator_would_measure() -> None:
     assert measured, "the step made the policy add replicas, and they warmed"
     low, high = params.startup_bounds()
     assert all(low + params.warmup_s <= h <= high + params.warmup_s for h in measured)
+
+
+def test_a_sweep_point_moves_where_ours_runs_after_it_has_learned_the_capacity() -> None:
+    """The sweep's `scale` multiplies the load per replica each policy plans for. For ours
+    that is the learned capacity once the pods' metrics have located it, not only the
+    prior: with the prior alone scaled, ours at x0.5 ran a steady load on as many replicas
+    as at x1.0 within minutes (3) and its sweep could not buy windows with replicas."""
+    rng = np.random.default_rng(1)
+    duration = 1200.0
+    arrivals = np.sort(rng.uniform(0, duration, int(20.0 * duration)))
+    tr = make_trace("steady", arrivals, inp=500, out=100, duration_s=duration)
+    setup = suite.prepare(tr)
+    runs = {
+        s: suite.run_policy(setup, suite.make_policy("modelscale", setup, scale=s))
+        for s in (0.5, 1.0)
+    }
+    assert suite.ours_config(setup, scale=0.5).learned_headroom == 0.5
+    assert suite.ours_config(setup).learned_headroom == 1.0  # a user's defaults: no sweep
+    # Planning for half the load per replica keeps about twice the replicas, to the end.
+    assert runs[0.5].replicas[-1] > runs[1.0].replicas[-1]
+    assert runs[0.5].replica_seconds >= 1.5 * runs[1.0].replica_seconds
