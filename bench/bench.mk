@@ -12,7 +12,7 @@ bench-smooth: $(STAMP) ## the aggregate tuning cases with the rate linear betwee
 	$(PY) bench/run.py --smooth --seeds $(SEEDS) --workers $(BENCH_WORKERS)
 
 .PHONY: bench-present
-bench-present: $(STAMP) ## the present-knowing reference on every case: what reacting perfectly, with no forecast, costs (CACHE=DIR keeps the prepared cases: ≈ 2 min with them, ≈ 10 min more to prepare them)
+bench-present: $(STAMP) ## the present-knowing reference on every tuning case: what reacting perfectly, with no forecast, costs (CACHE=DIR keeps the prepared cases: ≈ 2 min with them, ≈ 10 min more to prepare them)
 	$(PY) bench/present.py --workers $(BENCH_WORKERS) $(if $(CACHE),--cache $(CACHE))
 
 .PHONY: bench-sweep
