@@ -8,6 +8,7 @@ real apiserver), so every apply it sends with the version read meets a real 409.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -54,9 +55,40 @@ def _after_each_read(monkeypatch: pytest.MonkeyPatch, write: Callable[[int], Non
     return calls
 
 
+# The cluster's Deployment controller writes a new Deployment's status a few times after
+# its creation (its ReplicaSet, replica counts, conditions). Those writes move the version
+# too, and while they last they add conflicts of their own to the ones a test injects: on
+# CI of 2026-12-04 three of them met the two retries the first test leaves spare. So a
+# test starts once the controller has observed the Deployment and written nothing for
+# QUIET_S; a controller that never goes quiet fails the test here, loudly.
+QUIET_S = 2.0
+SETTLE_DEADLINE_S = 60.0
+
+
+def _settled(apps: client.AppsV1Api, ns: str, name: str) -> None:
+    began = time.monotonic()
+    version, since = None, began
+    while True:
+        dep = apps.read_namespaced_deployment(name, ns)
+        now = time.monotonic()
+        if dep.metadata.resource_version != version:
+            version, since = dep.metadata.resource_version, now
+        observed = (dep.status.observed_generation or 0) >= dep.metadata.generation
+        if observed and now - since >= QUIET_S:
+            return
+        if now - began > SETTLE_DEADLINE_S:
+            pytest.fail(
+                f"Deployment {ns}/{name} still changing after {SETTLE_DEADLINE_S:g} s "
+                f"(version {version}, observed generation {dep.status.observed_generation} "
+                f"of {dep.metadata.generation}): is the cluster's controller-manager running?"
+            )
+        time.sleep(0.2)
+
+
 def _first(kube_api: client.ApiClient, ns: str, replicas: int) -> tuple[str, kube_apply.Running]:
     name = f"busy-{uuid.uuid4().hex[:5]}"
     kube_apply.apply(kube_api, _desired(ns, name, replicas))
+    _settled(client.AppsV1Api(kube_api), ns, name)
     read = kube_apply.read_deployment(kube_api, namespace=ns, name=name)
     assert read is not None
     return name, read
