@@ -79,8 +79,14 @@ between), and the fourteenth split (2026-12-04) moved them into tuning and held 
 same rule with one refinement stated before anything ran (a window holding a zero-rate
 10-minute row, a gap in the data, is skipped: its swing is the gap's, not the load's):
 servegen-m-large day 1, 19:30-21:00 (an evening rise and fall) and 22:30-24:00 (a
-late-night surge), and servegen-m-small day 10, 19:00-20:30 (an evening step). The held-out
-cases (`held_out=True`) are
+late-night surge), and servegen-m-small day 10, 19:00-20:30 (an evening step). Those three
+were run once with 16b0dde's defaults, and the fifteenth split (2026-12-04) moved them into
+tuning and held out, by the same rule: servegen-m-large day 14, 02:00-03:30 and day 6,
+21:30-23:00, and servegen-m-small day 14, 16:30-18:00. Those were run once with 16b0dde's
+defaults too, and the sixteenth split (2026-12-04) moved them into tuning and held out, by
+the same rule run as a script (`bench/holdout.py`): servegen-m-large day 9, 13:00-14:30 (an
+afternoon fall) and day 5, 02:00-03:30 (a night fall), and servegen-m-small day 6,
+14:30-16:00 (an afternoon spike). The held-out cases (`held_out=True`) are
 never used to tune anything, and results on them are the honest ones.
 """
 
@@ -282,14 +288,26 @@ CASES = (
     # Day 10, 19:00-20:30: an evening step, ~1,397-1,483 to ~2,541 req/s at 19:30, ~2,898
     # at 20:20 (x0.03).
     _servegen("servegen-m-small-d10-dusk", "m-small", day=10, start_h=19, hours=1.5),
-    # Held out from here on: chosen in the fifteenth split of 2026-12-04 by the same rule
-    # (with the zero-rate refinement), before anything ran on them.
+    # Held out in the fifteenth split of 2026-12-04 by the same rule (with the zero-rate
+    # refinement), results read the next stop: tuning now.
     # Day 14, 02:00-03:30: a night fall and return, ~369 to ~116 req/s at 02:20, ~177-243
     # after (x0.1).
-    _servegen("servegen-m-large-d14-night", "m-large", day=14, start_h=2, hours=1.5, held_out=True),
+    _servegen("servegen-m-large-d14-night", "m-large", day=14, start_h=2, hours=1.5),
     # Day 6, 21:30-23:00: a late-evening swing, ~236-346 req/s, ~121 by 22:50 (x0.1).
-    _servegen("servegen-m-large-d6-late", "m-large", day=6, start_h=21.5, hours=1.5, held_out=True),
+    _servegen("servegen-m-large-d6-late", "m-large", day=6, start_h=21.5, hours=1.5),
     # Day 14, 16:30-18:00: an afternoon spike, ~1,364 to ~2,304 req/s at 16:40, ~1,021-1,124
     # from 16:50 (x0.03).
-    _servegen("servegen-m-small-d14-pm", "m-small", day=14, start_h=16.5, hours=1.5, held_out=True),
+    _servegen("servegen-m-small-d14-pm", "m-small", day=14, start_h=16.5, hours=1.5),
+    # Held out from here on: chosen in the sixteenth split of 2026-12-04 by the same rule,
+    # now run by `bench/holdout.py` (which reproduces the fourteenth and fifteenth splits'
+    # hand-run choices), before anything ran on them.
+    # Day 9, 13:00-14:30: an afternoon fall, ~461-470 to ~247 req/s at 13:30, ~270-320 after
+    # (x0.1).
+    _servegen("servegen-m-large-d9-pm", "m-large", day=9, start_h=13, hours=1.5, held_out=True),
+    # Day 5, 02:00-03:30: a night fall, ~323-348 to ~235-266 req/s at 02:30, ~144-157 from
+    # 02:50 (x0.1).
+    _servegen("servegen-m-large-d5-night", "m-large", day=5, start_h=2, hours=1.5, held_out=True),
+    # Day 6, 14:30-16:00: an afternoon spike, ~1,772 to ~2,273 req/s at 14:40, ~1,129-1,207
+    # from 15:00 (x0.03).
+    _servegen("servegen-m-small-d6-pm", "m-small", day=6, start_h=14.5, hours=1.5, held_out=True),
 )

@@ -1,0 +1,49 @@
+"""`bench/holdout.py`: the held-out rule, run by a script, picks what the fourteenth and
+fifteenth splits picked by hand, and never a window that overlaps a case or holds a gap
+in the data."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
+
+import holdout  # bench/ is a scripts directory, put on the path above
+import pytest
+from cases import CASES
+
+FOURTEENTH = ("servegen-m-large-d1-eve", "servegen-m-large-d1-late", "servegen-m-small-d10-dusk")
+FIFTEENTH = ("servegen-m-large-d14-night", "servegen-m-large-d6-late", "servegen-m-small-d14-pm")
+
+
+@pytest.mark.parametrize(
+    ("chosen", "later"), [(FOURTEENTH, FIFTEENTH), (FIFTEENTH, ())], ids=["14th", "15th"]
+)
+def test_the_script_reproduces_the_hand_run_splits(
+    chosen: tuple[str, ...], later: tuple[str, ...]
+) -> None:
+    by_name = {c.name: c for c in CASES}
+    picked = holdout.next_held_out(as_if_free=chosen + later)
+    assert [(s.file, s.start_s) for s in picked] == [
+        (by_name[n].file, by_name[n].start_s) for n in chosen
+    ]
+
+
+def test_a_chosen_window_overlaps_no_case_and_holds_no_gap() -> None:
+    for s in holdout.next_held_out():
+        assert all(v > 0 for v in s.rates) and len(s.rates) == 9
+        for c in CASES:
+            if c.file == s.file:
+                end = c.start_s + (c.duration_s or 0.0)
+                assert not (s.start_s < end and c.start_s < s.start_s + holdout.WINDOW_S)
+
+
+def test_a_gap_row_rules_a_window_out() -> None:
+    rows = {600.0 * k: 100.0 for k in range(30)}
+    rows[600.0 * 12] = 500.0  # the widest swing, but next to a gap
+    rows[600.0 * 14] = 0.0
+    rows[600.0 * 25] = 300.0
+    (chosen,) = holdout.choose("f", 1, rows, used=())
+    assert 0.0 not in chosen.rates
+    assert chosen.swing_rps == 200.0
