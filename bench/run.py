@@ -12,7 +12,9 @@ then the held-out ones (never used to tune anything). The goal check here is the
 half of the goal (ours at defaults >= 99 % of windows and within 1.25x the oracle); the
 at-best half (cheaper than every gated peer at its best, within 1.15x) needs the sweep:
 `make bench-sweep`, whose results this script also reads when they exist. Results go to
-bench/results/bench.json and bench/results/bench.md.
+bench/results/bench.json and bench/results/bench.md; with `--case` only those cases are
+re-run and put into both files, every other case kept as the last run wrote it (a
+held-out run with the defaults unchanged: the tuning rows would come out identical).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
@@ -219,7 +222,7 @@ def best_goal(best: dict[str, Any], oracle_rs: float) -> tuple[bool, list[str]]:
 def header(res: CaseResult, seeds: int) -> str:
     case = res.case
     lines = [
-        f"### {case.name}{' (held out)' if case.held_out else ''}\n",
+        f"### {case.name}{HELD_OUT if case.held_out else ''}\n",
         f"`modelscale simulate {' '.join(case.cli_args())}`\n",
     ]
     if not res.feasible:
@@ -268,6 +271,63 @@ BEST_PREFIX = "Goal, at best"
 BEST_MISSING = f"{BEST_PREFIX}: run `make bench-sweep`"
 
 
+HELD_OUT = " (held out)"
+# A case held out when the full run wrote it, tuning since a later split.
+HELD_OUT_WHEN_RUN = " (held out when run)"
+TITLE = {
+    False: "## Tuning cases (policy defaults may be tuned on these)",
+    True: "## Held-out cases (never used to tune anything)",
+}
+
+
+def section_name(line: str) -> str:
+    """The case a bench.md "### " header names, without its held-out mark."""
+    return line[4:].removesuffix(HELD_OUT_WHEN_RUN).removesuffix(HELD_OUT).strip()
+
+
+def splice(md: str, sections: dict[str, str], cases: Sequence[Case], tail: str) -> str:
+    """bench.md with the cases of a partial run (`--case`) put in: each re-run case's
+    section replaces its old one or is placed in CASES order within its group (tuning
+    first, then held out); every other case's section is kept as the last run wrote it,
+    its header marked "(held out when run)" if it was held out then and tunes now; the
+    full run's total line is kept and `tail` (what was re-run, how long) added after it.
+    Without this a held-out run with unchanged defaults needed the full 54-minute bench
+    to reach bench.md, though every tuning case's row comes out identical."""
+    old: dict[str, list[str]] = {}
+    after: list[str] = []
+    name: str | None = None
+    for line in md.rstrip("\n").splitlines():
+        if line.startswith("### "):
+            name = section_name(line)
+            old[name] = []
+        elif line.startswith("## "):
+            name = None
+            continue
+        elif name is None or line.startswith("total ") or line.startswith("re-run alone"):
+            name = None
+            if line.strip():
+                after.append(line)
+            continue
+        if name is not None:
+            old[name].append(line)
+    out: list[str] = []
+    for held in (False, True):
+        group: list[str] = []
+        for case in cases:
+            if case.held_out is not held:
+                continue
+            if case.name in sections:
+                group.append(sections[case.name].rstrip("\n") + "\n")
+            elif case.name in old:
+                lines = old[case.name]
+                if not held and lines[0].endswith(HELD_OUT):
+                    lines = [lines[0].removesuffix(HELD_OUT) + HELD_OUT_WHEN_RUN, *lines[1:]]
+                group.append("\n".join(lines).rstrip("\n") + "\n")
+        if group:
+            out += [TITLE[held] + "\n", *group]
+    return "\n".join(out) + "\n" + "\n".join([*after, tail]) + "\n"
+
+
 def refresh_best(md: str, run: dict[str, Any], best: dict[str, Any]) -> str:
     """bench.md with each case's at-best lines rewritten from the sweep's results as they
     are now. The sweep usually finishes after `make bench` has written bench.md, so the
@@ -278,7 +338,7 @@ def refresh_best(md: str, run: dict[str, Any], best: dict[str, Any]) -> str:
     skipping = False
     for line in md.splitlines():
         if line.startswith("### "):
-            name = line[4:].removesuffix(" (held out)").strip()
+            name = section_name(line)
         if skipping:
             if line.strip():
                 continue
@@ -396,22 +456,19 @@ def main() -> int:
     began = time.perf_counter()
     results: dict[str, CaseResult] = {}
     md: list[str] = []
+    sections: dict[str, str] = {}
     with ProcessPoolExecutor(args.workers) if args.workers > 1 else nullcontext() as pool:
         run = partial(case_result, seeds=args.seeds, plots=args.plots)
         done = pool.map(run, chosen) if pool is not None else map(run, chosen)
         for case, res in zip(chosen, done, strict=True):  # printed in order as they finish
             if not results or case.held_out is not chosen[len(results) - 1].held_out:
-                title = (
-                    "## Held-out cases (never used to tune anything)"
-                    if case.held_out
-                    else "## Tuning cases (policy defaults may be tuned on these)"
-                )
-                print(title + "\n", flush=True)
-                md.append(title + "\n")
+                print(TITLE[case.held_out] + "\n", flush=True)
+                md.append(TITLE[case.held_out] + "\n")
             results[case.name] = res
             text = render(res, args.seeds, best.get(case.name))
             print(text, flush=True)
             md.append(text)
+            sections[case.name] = text
     total = time.perf_counter() - began
     print(f"total {total:.0f} s")
     OUT.mkdir(parents=True, exist_ok=True)
@@ -420,8 +477,15 @@ def main() -> int:
     if args.case and path.exists():  # a partial re-run updates its cases, keeps the rest
         doc = {**json.loads(path.read_text()), **doc}
     path.write_text(json.dumps(doc, indent=1) + "\n")
+    page = OUT / f"{stem}.md"
     if not args.case:
-        (OUT / f"{stem}.md").write_text("\n".join(md) + f"\ntotal {total:.0f} s\n")
+        page.write_text("\n".join(md) + f"\ntotal {total:.0f} s\n")
+    elif page.exists():
+        tail = (
+            f"re-run alone since, {time.strftime('%Y-%m-%d')}: {', '.join(sections)} "
+            f"({args.seeds} seed(s), {total:.0f} s)"
+        )
+        page.write_text(splice(page.read_text(), sections, CASES, tail))
     return 0
 
 

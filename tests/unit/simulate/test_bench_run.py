@@ -98,3 +98,46 @@ def test_refresh_best_rewrites_only_the_at_best_lines_from_the_sweep_as_it_is_no
     # Everything else is as the run wrote it.
     assert out.count("Goal, defaults:") == 2 and out.endswith("total 10 s\n")
     assert "| oracle | 1 |" in out
+
+
+def test_a_partial_run_puts_its_cases_into_bench_md_and_keeps_every_other_section() -> None:
+    tuning = [c for c in CASES if not c.held_out][:3]
+    held = [c for c in CASES if c.held_out][:2]
+    t0, t1, t2 = (c.name for c in tuning)
+    h0, h1 = (c.name for c in held)
+    md = "\n".join(
+        [
+            run.TITLE[False] + "\n",
+            f"### {t0}\n",
+            "old t0 row",
+            "",
+            f"### {t2}{run.HELD_OUT}\n",  # held out when the full run wrote it
+            "old t2 row",
+            "Goal, at best: run `make bench-sweep`",
+            "",
+            run.TITLE[True] + "\n",
+            f"### {h1}{run.HELD_OUT}\n",
+            "old h1 row",
+            "",
+            "total 3229 s",
+            "",
+        ]
+    )
+    new = {h0: f"### {h0}{run.HELD_OUT}\n\nnew h0 row\n", t0: f"### {t0}\n\nnew t0 row\n"}
+    out = run.splice(md, new, [*tuning, *held], "re-run alone since, today: h0, t0")
+    lines = out.splitlines()
+    # Re-run cases replace their sections; t1, never written, stays absent.
+    assert "old t0 row" not in out and "new t0 row" in out and t1 not in out
+    # Every case in CASES order within its group, tuning first.
+    order = [run.section_name(line) for line in lines if line.startswith("### ")]
+    assert order == [t0, t2, h0, h1]
+    assert lines.index(run.TITLE[False]) < lines.index(f"### {t0}")
+    assert lines.index(f"### {t2}{run.HELD_OUT_WHEN_RUN}") < lines.index(run.TITLE[True])
+    # A case that tunes now keeps its rows, marked as held out when they were run.
+    assert f"### {h1}{run.HELD_OUT}" in lines and "old t2 row" in out and "old h1 row" in out
+    # The full run's total stays; the partial run says what it re-ran after it.
+    assert out.endswith("total 3229 s\nre-run alone since, today: h0, t0\n")
+    # Spliced again, the page is stable, and refresh_best still finds the renamed case.
+    again = run.splice(out, {}, [*tuning, *held], "re-run alone since, today: nothing")
+    assert again.count("### ") == 4 and "total 3229 s\nre-run alone since, today: h0" in again
+    assert run.section_name(f"### {t2}{run.HELD_OUT_WHEN_RUN}") == t2
