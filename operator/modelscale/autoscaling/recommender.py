@@ -251,8 +251,21 @@ def _learn(
             pressure=pressure(obs, config),
             demand=load > 0.0 and obs.warmed_replicas > 0,
         )
+    peak = model.peak
+    if adaptive:
+        peak = state_mod.push_peak(
+            peak,
+            now=obs.sample_time,
+            value=_round(load),
+            keep=config.scale_down_peak_window_seconds,
+        )
     return model._replace(
-        fc=fc, cap=cap, sample_time=obs.sample_time, correction=correction, fleet=fleet
+        fc=fc,
+        cap=cap,
+        sample_time=obs.sample_time,
+        correction=correction,
+        fleet=fleet,
+        peak=peak,
     )
 
 
@@ -452,6 +465,19 @@ def recommend_for_forecast(
             message += (
                 f"; keeping {_replicas(kept)}: fewer need {config.scale_down_hysteresis:.0%} "
                 f"of spare demand{extra} to scale down"
+            )
+            replicas = kept
+    if 0 < replicas < current and adaptive and not idle and model.peak and usable > 0:
+        heaviest = model.peak[0][1]
+        kept = min(
+            current, _ceil_replicas(config.scale_down_peak_share * heaviest / usable, config)
+        )
+        if kept > replicas:
+            message += (
+                f"; keeping {_replicas(kept)}: demand fell from {heaviest:.0f} tok/s within "
+                f"{config.scale_down_peak_window_seconds:.0f} s, and a sharp fall is often "
+                f"followed by a rebound (fewer serve under "
+                f"{config.scale_down_peak_share:.0%} of it)"
             )
             replicas = kept
     if 0 < replicas < current and adaptive and not idle:

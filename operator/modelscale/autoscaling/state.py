@@ -114,6 +114,9 @@ class PolicyModel(NamedTuple):
     # When the demand now at zero stopped (the start of the rate window in which nothing
     # was served, prefilled or queued); None while there is demand.
     idle_since: float | None = None
+    # The demand samples of the last `scale_down_peak_window_seconds` as a sliding max:
+    # (sample time, work rate), rates strictly decreasing (see push_peak).
+    peak: tuple[tuple[float, float], ...] = ()
 
 
 def load(data: dict[str, Any], *, config: PolicyConfig) -> PolicyModel:
@@ -155,6 +158,7 @@ def _parse(data: dict[str, Any], *, config: PolicyConfig) -> PolicyModel:
         rate=None if data.get("r") is None else float(data["r"]),
         fleet=None if not data.get("fl") else (int(data["fl"][0]), float(data["fl"][1])),
         idle_since=None if data.get("id") is None else float(data["id"]),
+        peak=tuple((float(t), float(r)) for t, r in data.get("pk", ())),
     )
 
 
@@ -176,6 +180,7 @@ def dump(m: PolicyModel, *, config: PolicyConfig) -> dict[str, Any]:
         "r": m.rate,
         "fl": None if m.fleet is None else [m.fleet[0], m.fleet[1]],
         "id": m.idle_since,
+        "pk": [[t, r] for t, r in m.peak],
     }
 
 
@@ -229,6 +234,21 @@ def push(
         out.append((since, replicas))
     while len(out) > 1 and out[1][0] <= now - max(keep - lag, 0.0):
         out.pop(0)
+    return tuple(out)
+
+
+def push_peak(
+    window: tuple[tuple[float, float], ...], *, now: float, value: float, keep: float
+) -> tuple[tuple[float, float], ...]:
+    """Sliding max of samples: (time, value) entries with values strictly decreasing; a
+    sample the new one dominates can never be the max again and goes, and an entry older
+    than `keep` leaves. The first entry is the max of the window. `keep` 0: empty."""
+    if keep <= 0.0:
+        return ()
+    out = [(t, v) for t, v in window if t > now - keep]
+    while out and out[-1][1] <= value:
+        out.pop()
+    out.append((now, value))
     return tuple(out)
 
 

@@ -587,3 +587,51 @@ def test_scale_down_spare_replicas_keep_room_a_share_of_demand_does_not(
     assert results[0.0].replicas == without, results[0.0].message
     assert results[0.5].replicas == with_spare, results[0.5].message
     assert "and 0.5 replica(s) to scale down" in results[0.5].message
+
+
+def run_rates(config: PolicyConfig, rates: list[float], replicas: int) -> list[tuple[int, str]]:
+    """One 15 s pass per rate, acting on each recommendation (pods warm at once)."""
+    st = ScalingState()
+    out = []
+    for i, rate in enumerate(rates):
+        rec, st = recommender.recommend(
+            obs(T0 + 15.0 * i, rate=rate, replicas=replicas, p99=0.5, p99_tpot_seconds=0.03),
+            config=replace(config, tpot_slo_seconds=0.1),
+            state=st,
+        )
+        replicas = rec.replicas
+        out.append((replicas, rec.message))
+    return out
+
+
+def test_a_sharp_fall_holds_the_replicas_for_a_share_of_the_recent_peak_a_decline_does_not() -> (
+    None
+):
+    """`scale_down_peak_window_seconds` (docs/policy.md, "Seventeenth split"): 10,000 tok/s
+    for 20 minutes on calm pods (capacity learned to its 2,000 ceiling: 5 replicas), then
+    half of it. By default 3 replicas serve that once the scale-down window has passed;
+    with a 600 s window at 0.75 of the peak, 4 (what 7,500 tok/s needs) stay until the
+    peak has left the window, then 3 as before, and the message says why. A decline of 1 %
+    a minute never falls 25 % below its last 10 minutes' peak and is not held."""
+    free = replace(CONFIG, max_scale_down_step=100, scale_down_hysteresis=0.0)
+    held = replace(free, scale_down_peak_window_seconds=600.0, scale_down_peak_share=0.75)
+    sharp = [10000.0] * 80 + [5000.0] * 80  # 20 minutes at each
+    plain = run_rates(free, sharp, 10)
+    kept = run_rates(held, sharp, 10)
+    assert plain[79][0] == kept[79][0]  # the same before the fall
+    for i in range(80 + 18, 80 + 38):  # minutes 4.5-9.5 after it: past the 180 s window
+        assert (plain[i][0], kept[i][0]) == (3, 4), (i, plain[i], kept[i])
+    assert "a sharp fall is often followed by a rebound" in kept[80 + 20][1]
+    assert kept[-1][0] == plain[-1][0]  # the peak has left the window: as without
+    decline = [10000.0 * 0.99 ** (i / 4) for i in range(240)]  # 1 % a minute, 60 minutes
+    assert [r for r, _ in run_rates(held, decline, 10)] == [
+        r for r, _ in run_rates(free, decline, 10)
+    ]
+
+
+@pytest.mark.parametrize(("window", "share"), [(-1.0, 0.75), (600.0, 0.0), (600.0, 1.5)])
+def test_a_peak_window_or_share_out_of_range_is_refused_with_what_to_give(
+    window: float, share: float
+) -> None:
+    with pytest.raises(ValueError, match=r"give a window of 0 s or more .* 0 < x <= 1"):
+        PolicyConfig(scale_down_peak_window_seconds=window, scale_down_peak_share=share)
