@@ -86,8 +86,12 @@ tuning and held out, by the same rule: servegen-m-large day 14, 02:00-03:30 and 
 defaults too, and the sixteenth split (2026-12-04) moved them into tuning and held out, by
 the same rule run as a script (`bench/holdout.py`): servegen-m-large day 9, 13:00-14:30 (an
 afternoon fall) and day 5, 02:00-03:30 (a night fall), and servegen-m-small day 6,
-14:30-16:00 (an afternoon spike). The held-out cases (`held_out=True`) are
-never used to tune anything, and results on them are the honest ones.
+14:30-16:00 (an afternoon spike). Those were run once with 16b0dde's defaults, and the
+seventeenth split (2026-12-05) moved them into tuning and held out, by the same script:
+servegen-m-large day 2, 03:30-05:00 (a night rise) and day 5, 19:30-21:00 (an evening rise
+and fall), and servegen-m-small day 10, 12:00-13:30 (midday spikes). The held-out cases
+(`held_out=True`) are never used to tune anything, and results on them are the honest
+ones.
 """
 
 from __future__ import annotations
@@ -298,16 +302,27 @@ CASES = (
     # Day 14, 16:30-18:00: an afternoon spike, ~1,364 to ~2,304 req/s at 16:40, ~1,021-1,124
     # from 16:50 (x0.03).
     _servegen("servegen-m-small-d14-pm", "m-small", day=14, start_h=16.5, hours=1.5),
-    # Held out from here on: chosen in the sixteenth split of 2026-12-04 by the same rule,
-    # now run by `bench/holdout.py` (which reproduces the fourteenth and fifteenth splits'
-    # hand-run choices), before anything ran on them.
+    # Held out in the sixteenth split of 2026-12-04 by the same rule, now run by
+    # `bench/holdout.py` (which reproduces the fourteenth and fifteenth splits' hand-run
+    # choices), results read the next stop: tuning now.
     # Day 9, 13:00-14:30: an afternoon fall, ~461-470 to ~247 req/s at 13:30, ~270-320 after
     # (x0.1).
-    _servegen("servegen-m-large-d9-pm", "m-large", day=9, start_h=13, hours=1.5, held_out=True),
+    _servegen("servegen-m-large-d9-pm", "m-large", day=9, start_h=13, hours=1.5),
     # Day 5, 02:00-03:30: a night fall, ~323-348 to ~235-266 req/s at 02:30, ~144-157 from
     # 02:50 (x0.1).
-    _servegen("servegen-m-large-d5-night", "m-large", day=5, start_h=2, hours=1.5, held_out=True),
+    _servegen("servegen-m-large-d5-night", "m-large", day=5, start_h=2, hours=1.5),
     # Day 6, 14:30-16:00: an afternoon spike, ~1,772 to ~2,273 req/s at 14:40, ~1,129-1,207
     # from 15:00 (x0.03).
-    _servegen("servegen-m-small-d6-pm", "m-small", day=6, start_h=14.5, hours=1.5, held_out=True),
+    _servegen("servegen-m-small-d6-pm", "m-small", day=6, start_h=14.5, hours=1.5),
+    # Held out from here on: chosen in the seventeenth split of 2026-12-05 by
+    # `bench/holdout.py`, before anything ran on them.
+    # Day 2, 03:30-05:00: a night rise, ~211 to ~303-332 req/s by 03:50, ~413 at 04:40, ~320
+    # at 04:50 (x0.1).
+    _servegen("servegen-m-large-d2-early", "m-large", day=2, start_h=3.5, hours=1.5, held_out=True),
+    # Day 5, 19:30-21:00: an evening rise and fall, ~172-190 to ~338-362 req/s by 20:10,
+    # ~203 at 20:50 (x0.1).
+    _servegen("servegen-m-large-d5-eve", "m-large", day=5, start_h=19.5, hours=1.5, held_out=True),
+    # Day 10, 12:00-13:30: midday spikes, ~1,269-1,383 to ~2,124-2,399 req/s at 12:20,
+    # ~1,461 at 12:40, ~2,346 at 13:10 (x0.03).
+    _servegen("servegen-m-small-d10-noon", "m-small", day=10, start_h=12, hours=1.5, held_out=True),
 )
