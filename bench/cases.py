@@ -89,9 +89,13 @@ afternoon fall) and day 5, 02:00-03:30 (a night fall), and servegen-m-small day 
 14:30-16:00 (an afternoon spike). Those were run once with 16b0dde's defaults, and the
 seventeenth split (2026-12-05) moved them into tuning and held out, by the same script:
 servegen-m-large day 2, 03:30-05:00 (a night rise) and day 5, 19:30-21:00 (an evening rise
-and fall), and servegen-m-small day 10, 12:00-13:30 (midday spikes). The held-out cases
-(`held_out=True`) are never used to tune anything, and results on them are the honest
-ones.
+and fall), and servegen-m-small day 10, 12:00-13:30 (midday spikes). Those were run once
+with 16b0dde's defaults (the seventeenth round changed none), and the eighteenth split
+(2026-12-05) moved them into tuning and held out the next three `bench/holdout.py`
+printed: servegen-m-large day 9, 16:30-18:00 (a rise and a sharp fall) and day 8,
+01:30-03:00 (a night surge), and servegen-m-small day 12, 09:00-10:30 (a morning spike).
+The held-out cases (`held_out=True`) are never used to tune anything, and results on them
+are the honest ones.
 """
 
 from __future__ import annotations
@@ -314,15 +318,26 @@ CASES = (
     # Day 6, 14:30-16:00: an afternoon spike, ~1,772 to ~2,273 req/s at 14:40, ~1,129-1,207
     # from 15:00 (x0.03).
     _servegen("servegen-m-small-d6-pm", "m-small", day=6, start_h=14.5, hours=1.5),
-    # Held out from here on: chosen in the seventeenth split of 2026-12-05 by
-    # `bench/holdout.py`, before anything ran on them.
+    # Held out in the seventeenth split of 2026-12-05 by `bench/holdout.py`, results read
+    # the same day: tuning now.
     # Day 2, 03:30-05:00: a night rise, ~211 to ~303-332 req/s by 03:50, ~413 at 04:40, ~320
     # at 04:50 (x0.1).
-    _servegen("servegen-m-large-d2-early", "m-large", day=2, start_h=3.5, hours=1.5, held_out=True),
+    _servegen("servegen-m-large-d2-early", "m-large", day=2, start_h=3.5, hours=1.5),
     # Day 5, 19:30-21:00: an evening rise and fall, ~172-190 to ~338-362 req/s by 20:10,
     # ~203 at 20:50 (x0.1).
-    _servegen("servegen-m-large-d5-eve", "m-large", day=5, start_h=19.5, hours=1.5, held_out=True),
+    _servegen("servegen-m-large-d5-eve", "m-large", day=5, start_h=19.5, hours=1.5),
     # Day 10, 12:00-13:30: midday spikes, ~1,269-1,383 to ~2,124-2,399 req/s at 12:20,
     # ~1,461 at 12:40, ~2,346 at 13:10 (x0.03).
-    _servegen("servegen-m-small-d10-noon", "m-small", day=10, start_h=12, hours=1.5, held_out=True),
+    _servegen("servegen-m-small-d10-noon", "m-small", day=10, start_h=12, hours=1.5),
+    # Held out from here on: chosen in the eighteenth split of 2026-12-05 by
+    # `bench/holdout.py`, before anything ran on them.
+    # Day 9, 16:30-18:00: a rise and a sharp fall, ~238 to ~346 req/s by 16:50, ~180 at
+    # 17:00, ~157-195 after (x0.1).
+    _servegen("servegen-m-large-d9-eve", "m-large", day=9, start_h=16.5, hours=1.5, held_out=True),
+    # Day 8, 01:30-03:00: a night surge, ~186 to ~360 req/s by 01:50, ~274-323 after, ~173
+    # at 02:50 (x0.1).
+    _servegen("servegen-m-large-d8-night", "m-large", day=8, start_h=1.5, hours=1.5, held_out=True),
+    # Day 12, 09:00-10:30: a morning spike, ~1,400 to ~2,406 req/s at 09:10, ~1,488-1,846
+    # after, ~2,091 at 10:20 (x0.03).
+    _servegen("servegen-m-small-d12-am", "m-small", day=12, start_h=9, hours=1.5, held_out=True),
 )
