@@ -172,6 +172,13 @@ class CapacityModel:
     # calm and served rules, and a fleet sized from the estimate never shows a load above
     # it (docs/policy.md, "Twelfth split", H7). None: off.
     served_step: float | None = None
+    # The calm and served steps raise the capacity no further than this multiple of the
+    # heaviest load per replica the fitted curve shows within the knee (`tested_load`):
+    # they grow it beyond any load seen, and carried it to 3x the load it was measured
+    # at on servegen-m-small-d6-pm (728 tok/s from pods serving 250; the load test says
+    # 453), where a scale-down then saturated the pods (docs/policy.md, "Seventeenth
+    # split"). None: unbounded (the default; measured, not frozen).
+    step_reach: float | None = None
     served_step_below: float = 0.6
     served_step_cliff_below: float = 0.4
     served_step_load: float = 0.7
@@ -266,11 +273,18 @@ class CapacityModel:
             highest_safe = top[0] + 0.5 * curve.width
             grow = top[1] <= slo * self.grow_below
             wanted = max(current, self.probe * highest_safe) if grow else current
+            step = None
             if grow and calm and self.calm_step is not None:
-                wanted = max(wanted, current * (1.0 + self.calm_step))
+                step = self.calm_step
             if self._served_step(p99=p99, cliff=cliff, load=load, current=current, slo=slo):
                 assert self.served_step is not None
-                wanted = max(wanted, current * (1.0 + self.served_step))
+                step = max(step or 0.0, self.served_step)
+            if step is not None:
+                stepped = current * (1.0 + step)
+                if self.step_reach is not None:
+                    tested = max((x for x, p in curve.points if p <= slo * self.knee), default=0.0)
+                    stepped = min(stepped, self.step_reach * tested)
+                wanted = max(wanted, stepped)
             knee_load = (
                 hyperbolic_knee(curve, level=slo * self.fit_level)
                 if self.fit_level is not None
