@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from modelscale.autoscaling import recommender
 from modelscale.autoscaling import state as state_mod
-from modelscale.autoscaling.types import ScalingState
+from modelscale.autoscaling.types import PolicyConfig, ScalingState
 
 Window = tuple[tuple[float, int], ...]
 
@@ -173,3 +173,34 @@ def test_an_upgraded_state_still_holds_the_scale_down() -> None:
     # The 5 recommended at T0 - 100 leaves the 300 s window at T0 + 200, not earlier.
     assert times[0] >= T0 - 100 + CONFIG.scale_down_stabilization_seconds
     assert times[0] <= T0 - 100 + CONFIG.scale_down_stabilization_seconds + 15
+
+
+SAMPLES = st.lists(
+    st.tuples(st.integers(1, 60), st.floats(0.0, 1e5, allow_nan=False)), min_size=1, max_size=80
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(SAMPLES, st.sampled_from([0.0, 60.0, 600.0, 900.0]))
+def test_the_peak_window_is_the_max_of_the_samples_it_keeps_and_survives_the_status(
+    samples: list[tuple[int, float]], keep: float
+) -> None:
+    """`push_peak` (the hold after a sharp fall, PolicyConfig.scale_down_peak_window_seconds):
+    its first entry is the largest sample of the last `keep` seconds, by brute force; and
+    the window read back from the status JSON is the same, so a restart keeps the hold."""
+    window: tuple[tuple[float, float], ...] = ()
+    now = T0
+    seen: list[tuple[float, float]] = []
+    for gap, value in samples:
+        now += gap
+        seen.append((now, value))
+        window = state_mod.push_peak(window, now=now, value=value, keep=keep)
+        inside = [v for t, v in seen if t > now - keep]
+        assert (window[0][1] if window else None) == (max(inside) if inside else None)
+    config = PolicyConfig(scale_down_peak_window_seconds=keep)
+    model = state_mod.load({}, config=config)._replace(peak=window)
+    data = json.loads(json.dumps(state_mod.dump(model, config=config)))
+    assert state_mod.load(data, config=config).peak == window
+    # A status written before the hold existed has no window: it starts empty.
+    data.pop("pk")
+    assert state_mod.load(data, config=config).peak == ()
