@@ -87,13 +87,6 @@ KEEP_DECISIONS = 10
 STEP_GAIN = 1.0
 # On a P99 over its SLO, scale the warmed replicas by the overshoot, up to this factor.
 BURST_CAP = 2.0
-# A scale-down may load each remaining replica with at most this multiple of the heaviest
-# load per replica the pods were seen serving within the SLO (CapacityModel.tested_load).
-# The capacity estimate above that load is a prior or an extrapolation, and a cliff in
-# TTFT (queueing at saturation) gives no warning in the P99s below it: from 2 replicas at
-# half their SLOs, servegen-m-small day 12 went to 1 (each pod's load doubled, to past its
-# knee) and missed 5 windows while the second came back.
-SCALE_DOWN_REACH = 1.5
 # Zero demand counts as none (the replicas go to minReplicas at once) after this many
 # horizons of silence, the rate window's included (see recommend_for_forecast).
 IDLE_HORIZONS = 2.0
@@ -329,7 +322,7 @@ def _within_tested_load(
     replicas: int, *, current: int, demand: float, config: PolicyConfig, model: PolicyModel
 ) -> int:
     """The fewest replicas, at least `replicas` and at most `current`, that load each with
-    at most SCALE_DOWN_REACH x the heaviest load per replica seen within the SLO
+    at most `config.scale_down_reach` x the heaviest load per replica seen within the SLO
     (`CapacityModel.tested_load`). No such load seen yet: `replicas` (the other guards,
     the window and the latency margin, still apply)."""
     tested = state_mod.capacity_model(config).tested_load(
@@ -337,7 +330,7 @@ def _within_tested_load(
     )
     if tested is None or tested <= 0.0:
         return replicas
-    reach = _ceil_replicas(demand / (SCALE_DOWN_REACH * tested), config)
+    reach = _ceil_replicas(demand / (config.scale_down_reach * tested), config)
     return min(current, max(replicas, reach))
 
 
@@ -487,7 +480,7 @@ def recommend_for_forecast(
         if kept > replicas:
             message += (
                 f"; keeping {_replicas(kept)}: fewer would load each beyond "
-                f"{SCALE_DOWN_REACH:g}x the heaviest load per replica seen within the SLO"
+                f"{config.scale_down_reach:g}x the heaviest load per replica seen within the SLO"
             )
             replicas = kept
     curve = capacity.latency_curve(model.cap, target=target)

@@ -191,8 +191,21 @@ class PolicyConfig:
     # 1 - share holds replicas, for the window. 0: off.
     scale_down_peak_window_seconds: float = 0.0
     scale_down_peak_share: float = 0.75
+    # With `adaptive`: a scale-down may load each remaining replica with at most this
+    # multiple of the heaviest load per replica the pods were seen serving within the SLO
+    # (CapacityModel.tested_load). The capacity estimate above that load is a prior or an
+    # extrapolation, and a cliff in TTFT (queueing at saturation) gives no warning in the
+    # P99s below it: from 2 replicas at half their SLOs, servegen-m-small day 12 went to 1
+    # (each pod's load doubled, to past its knee) and missed 5 windows while the second
+    # came back (docs/policy.md).
+    scale_down_reach: float = 1.5
 
     def __post_init__(self) -> None:
+        if not self.scale_down_reach >= 1.0:
+            raise ValueError(
+                f"scale_down_reach {self.scale_down_reach!r}: give a multiple of the "
+                "heaviest load per replica seen, 1 or more"
+            )
         if self.scale_down_peak_window_seconds < 0.0 or not (
             0.0 < self.scale_down_peak_share <= 1.0
         ):

@@ -372,6 +372,23 @@ def test_scale_down_never_loads_a_pod_far_beyond_any_load_seen_within_the_slo(
         assert "1.5x the heaviest load per replica seen within the SLO" in rec.message
 
 
+def test_a_wider_scale_down_reach_gives_back_what_1_5x_holds() -> None:
+    """The reach is the user's: at 2x the heaviest load seen (~250 tok/s per pod), one pod
+    may take 400 tok/s, so the fleet the default keeps at two halves; the message names
+    the reach in force when it does hold."""
+    rec, _, _ = held(replace(CONFIG, scale_down_reach=2.0), phases=[(400.0, 2, 20.0)])
+    assert rec.replicas == 1
+    rec, _, _ = held(replace(CONFIG, scale_down_reach=1.2), phases=[(350.0, 2, 20.0)])
+    assert rec.replicas == 2
+    assert "1.2x the heaviest load per replica seen within the SLO" in rec.message
+
+
+@pytest.mark.parametrize("reach", [0.5, 0.0, float("nan")])
+def test_a_scale_down_reach_under_1_is_refused_with_what_to_give(reach: float) -> None:
+    with pytest.raises(ValueError, match=r"scale_down_reach .* 1 or more"):
+        PolicyConfig(scale_down_reach=reach)
+
+
 def test_the_scale_down_reach_needs_evidence_not_an_empty_curve() -> None:
     """Before any (load, P99) pair was learned (the fleet grew within the rate window on
     every sample), there is no tested load and the bound does not hold the fleet."""
