@@ -66,6 +66,7 @@ CAPACITY = capacity_mod.CapacityModel(
     calm_step=0.02,
     served_step=0.02,
     anchored=1.0,
+    step_reach=2.0,  # eighteenth split (docs/policy.md)
 )
 # PolicyConfig.adaptive False: the spec's value is a ceiling (the model before issue 11).
 CAPACITY_FIXED = capacity_mod.CapacityModel()

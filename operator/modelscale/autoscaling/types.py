@@ -189,8 +189,8 @@ class PolicyConfig:
     # of the time, against 1-5 % after a level row (docs/policy.md, "Seventeenth split").
     # Gradual declines stay under the share and are not held; only a fall deeper than
     # 1 - share holds replicas, for the window. 0: off.
-    scale_down_peak_window_seconds: float = 0.0
-    scale_down_peak_share: float = 0.75
+    scale_down_peak_window_seconds: float = 600.0  # eighteenth split (docs/policy.md)
+    scale_down_peak_share: float = 0.65
     # With `adaptive`: a scale-down may load each remaining replica with at most this
     # multiple of the heaviest load per replica the pods were seen serving within the SLO
     # (CapacityModel.tested_load). The capacity estimate above that load is a prior or an
@@ -198,7 +198,7 @@ class PolicyConfig:
     # P99s below it: from 2 replicas at half their SLOs, servegen-m-small day 12 went to 1
     # (each pod's load doubled, to past its knee) and missed 5 windows while the second
     # came back (docs/policy.md).
-    scale_down_reach: float = 1.5
+    scale_down_reach: float = 2.0  # 1.5 until the eighteenth split
 
     def __post_init__(self) -> None:
         if not self.scale_down_reach >= 1.0:

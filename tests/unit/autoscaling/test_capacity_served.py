@@ -163,25 +163,31 @@ def test_no_served_step_on_a_light_fleet_or_nearer_the_knee_or_the_cliff(
 
 
 def test_step_reach_stops_the_creep_at_a_multiple_of_the_heaviest_load_seen() -> None:
-    """`step_reach` (docs/policy.md, "Seventeenth split"): servegen-m-small-d6-pm's pods
-    served about 250 tok/s each, calm (TPOT 0.37 of its SLO), and the defaults' calm step
-    carried the estimate to 728, three times that load, where one replica fewer then
-    saturated. Bounded at 1.5x the heaviest load the curve shows within the knee, the
-    steps never raise it past that: at 250 tok/s the 500 prior stands (the bound lowers
-    nothing), at 400 it climbs to at most 1.5x the heaviest bin's centre, while the
-    unbounded defaults climb on in both."""
-    bounded = replace(state.CAPACITY, step_reach=1.5)
+    """`step_reach` (docs/policy.md, "Seventeenth split"; 2.0 by default since the
+    eighteenth): servegen-m-small-d6-pm's pods served about 250 tok/s each, calm (TPOT
+    0.37 of its SLO), and the unbounded calm step carried the estimate to 728, three times
+    that load, where one replica fewer then saturated. Bounded at R x the heaviest load
+    the curve shows within the knee, the steps never raise it past that, and the bound
+    lowers nothing (the 500 prior stands), while the unbounded model climbs on."""
+    unbounded = replace(state.CAPACITY, step_reach=None)
+    assert state.CAPACITY.step_reach == 2.0
     for load in (250.0, 400.0):
         results = {}
-        for name, model in (("defaults", state.CAPACITY), ("bounded", bounded)):
+        for name, model in (
+            ("unbounded", unbounded),
+            ("1.5", replace(state.CAPACITY, step_reach=1.5)),
+            ("2.0", state.CAPACITY),
+        ):
             s = model.initial(target=PRIOR)
             for _ in range(60):
                 s = model.observe(s, load=load, p99=0.37 * SLO, target=PRIOR, slo=SLO, cliff=0.04)
             results[name] = model.capacity(s, target=PRIOR)
-        tested = bounded.tested_load(s, target=PRIOR, slo=SLO)
+        tested = state.CAPACITY.tested_load(s, target=PRIOR, slo=SLO)
         assert tested is not None and load <= tested <= load + 100.0  # a bin's centre
-        assert results["defaults"] > 3.0 * load, results
-        if load < PRIOR / 1.5:
-            assert results["bounded"] == PRIOR, results
-        else:
-            assert PRIOR < results["bounded"] <= 1.5 * tested + 1e-6, (results, tested)
+        assert results["unbounded"] > 3.0 * load, results
+        for reach in (1.5, 2.0):
+            assert PRIOR <= results[f"{reach}"] <= max(PRIOR, reach * tested) + 1e-6, (
+                results,
+                tested,
+            )
+            assert results[f"{reach}"] < results["unbounded"], results
