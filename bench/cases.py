@@ -94,7 +94,11 @@ with 16b0dde's defaults (the seventeenth round changed none), and the eighteenth
 (2026-12-05) moved them into tuning and held out the next three `bench/holdout.py`
 printed: servegen-m-large day 9, 16:30-18:00 (a rise and a sharp fall) and day 8,
 01:30-03:00 (a night surge), and servegen-m-small day 12, 09:00-10:30 (a morning spike).
-The held-out cases (`held_out=True`) are never used to tune anything, and results on them
+Those were run once with the eighteenth round's defaults (frozen in a966c89 before they
+ran), and the nineteenth split (2026-12-05) moved them into tuning and held out the next
+three the script printed: servegen-m-large day 8, 22:30-24:00 (a late fall and wobble)
+and day 9, 00:00-01:30 (two sharp dips), and servegen-m-small day 10, 02:00-03:30 (a night
+of swings). The held-out cases (`held_out=True`) are never used to tune anything, and results on them
 are the honest ones.
 """
 
@@ -329,15 +333,26 @@ CASES = (
     # Day 10, 12:00-13:30: midday spikes, ~1,269-1,383 to ~2,124-2,399 req/s at 12:20,
     # ~1,461 at 12:40, ~2,346 at 13:10 (x0.03).
     _servegen("servegen-m-small-d10-noon", "m-small", day=10, start_h=12, hours=1.5),
-    # Held out from here on: chosen in the eighteenth split of 2026-12-05 by
-    # `bench/holdout.py`, before anything ran on them.
+    # Held out in the eighteenth split of 2026-12-05 by `bench/holdout.py`, results read
+    # the same day: tuning now.
     # Day 9, 16:30-18:00: a rise and a sharp fall, ~238 to ~346 req/s by 16:50, ~180 at
     # 17:00, ~157-195 after (x0.1).
-    _servegen("servegen-m-large-d9-eve", "m-large", day=9, start_h=16.5, hours=1.5, held_out=True),
+    _servegen("servegen-m-large-d9-eve", "m-large", day=9, start_h=16.5, hours=1.5),
     # Day 8, 01:30-03:00: a night surge, ~186 to ~360 req/s by 01:50, ~274-323 after, ~173
     # at 02:50 (x0.1).
-    _servegen("servegen-m-large-d8-night", "m-large", day=8, start_h=1.5, hours=1.5, held_out=True),
+    _servegen("servegen-m-large-d8-night", "m-large", day=8, start_h=1.5, hours=1.5),
     # Day 12, 09:00-10:30: a morning spike, ~1,400 to ~2,406 req/s at 09:10, ~1,488-1,846
     # after, ~2,091 at 10:20 (x0.03).
-    _servegen("servegen-m-small-d12-am", "m-small", day=12, start_h=9, hours=1.5, held_out=True),
+    _servegen("servegen-m-small-d12-am", "m-small", day=12, start_h=9, hours=1.5),
+    # Held out from here on: chosen in the nineteenth split of 2026-12-05 by
+    # `bench/holdout.py`, before anything ran on them.
+    # Day 8, 22:30-24:00: a late fall and wobble, ~415 to ~297 req/s by 22:40, ~231 at
+    # 23:30, ~317 at 23:50 (x0.1).
+    _servegen("servegen-m-large-d8-late", "m-large", day=8, start_h=22.5, hours=1.5, held_out=True),
+    # Day 9, 00:00-01:30: two sharp dips, ~393 to ~221 req/s at 00:30, ~359-376 after,
+    # ~210 at 01:10, ~370 at 01:20 (x0.1).
+    _servegen("servegen-m-large-d9-midnight", "m-large", day=9, start_h=0, hours=1.5, held_out=True),
+    # Day 10, 02:00-03:30: a night of swings, ~1,655 to ~1,092 req/s at 02:10, ~1,612 at
+    # 02:20, ~774-992 from 02:50, ~696 at 03:20 (x0.03).
+    _servegen("servegen-m-small-d10-early", "m-small", day=10, start_h=2, hours=1.5, held_out=True),
 )

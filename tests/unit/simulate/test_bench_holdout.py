@@ -18,6 +18,7 @@ FIFTEENTH = ("servegen-m-large-d14-night", "servegen-m-large-d6-late", "servegen
 SIXTEENTH = ("servegen-m-large-d9-pm", "servegen-m-large-d5-night", "servegen-m-small-d6-pm")
 SEVENTEENTH = ("servegen-m-large-d2-early", "servegen-m-large-d5-eve", "servegen-m-small-d10-noon")
 EIGHTEENTH = ("servegen-m-large-d9-eve", "servegen-m-large-d8-night", "servegen-m-small-d12-am")
+NINETEENTH = ("servegen-m-large-d8-late", "servegen-m-large-d9-midnight", "servegen-m-small-d10-early")
 
 
 @pytest.mark.parametrize(
@@ -27,9 +28,10 @@ EIGHTEENTH = ("servegen-m-large-d9-eve", "servegen-m-large-d8-night", "servegen-
         (FIFTEENTH, ()),
         (SIXTEENTH, SEVENTEENTH),
         (SEVENTEENTH, EIGHTEENTH),
-        (EIGHTEENTH, ()),
+        (EIGHTEENTH, NINETEENTH),
+        (NINETEENTH, ()),
     ],
-    ids=["14th", "15th", "16th (script)", "17th (script)", "18th (script)"],
+    ids=["14th", "15th", "16th (script)", "17th (script)", "18th (script)", "19th (script)"],
 )
 def test_the_script_reproduces_the_hand_run_splits(
     chosen: tuple[str, ...], later: tuple[str, ...]
