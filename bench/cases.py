@@ -98,8 +98,8 @@ Those were run once with the eighteenth round's defaults (frozen in a966c89 befo
 ran), and the nineteenth split (2026-12-05) moved them into tuning and held out the next
 three the script printed: servegen-m-large day 8, 22:30-24:00 (a late fall and wobble)
 and day 9, 00:00-01:30 (two sharp dips), and servegen-m-small day 10, 02:00-03:30 (a night
-of swings). The held-out cases (`held_out=True`) are never used to tune anything, and results on them
-are the honest ones.
+of swings). The held-out cases (`held_out=True`) are never used to tune anything, and
+results on them are the honest ones.
 """
 
 from __future__ import annotations
@@ -351,7 +351,9 @@ CASES = (
     _servegen("servegen-m-large-d8-late", "m-large", day=8, start_h=22.5, hours=1.5, held_out=True),
     # Day 9, 00:00-01:30: two sharp dips, ~393 to ~221 req/s at 00:30, ~359-376 after,
     # ~210 at 01:10, ~370 at 01:20 (x0.1).
-    _servegen("servegen-m-large-d9-midnight", "m-large", day=9, start_h=0, hours=1.5, held_out=True),
+    _servegen(
+        "servegen-m-large-d9-midnight", "m-large", day=9, start_h=0, hours=1.5, held_out=True
+    ),
     # Day 10, 02:00-03:30: a night of swings, ~1,655 to ~1,092 req/s at 02:10, ~1,612 at
     # 02:20, ~774-992 from 02:50, ~696 at 03:20 (x0.03).
     _servegen("servegen-m-small-d10-early", "m-small", day=10, start_h=2, hours=1.5, held_out=True),

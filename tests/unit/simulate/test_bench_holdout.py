@@ -18,7 +18,11 @@ FIFTEENTH = ("servegen-m-large-d14-night", "servegen-m-large-d6-late", "servegen
 SIXTEENTH = ("servegen-m-large-d9-pm", "servegen-m-large-d5-night", "servegen-m-small-d6-pm")
 SEVENTEENTH = ("servegen-m-large-d2-early", "servegen-m-large-d5-eve", "servegen-m-small-d10-noon")
 EIGHTEENTH = ("servegen-m-large-d9-eve", "servegen-m-large-d8-night", "servegen-m-small-d12-am")
-NINETEENTH = ("servegen-m-large-d8-late", "servegen-m-large-d9-midnight", "servegen-m-small-d10-early")
+NINETEENTH = (
+    "servegen-m-large-d8-late",
+    "servegen-m-large-d9-midnight",
+    "servegen-m-small-d10-early",
+)
 
 
 @pytest.mark.parametrize(
