@@ -2,11 +2,13 @@
 docs/policy.md quotes for each policy change.
 
     nice -n 10 .venv/bin/python bench/tune.py [--case NAME ...] [--set FIELD=VALUE ...]
-        [--capacity FIELD=VALUE ...] [--scale X ...] [--cache DIR] [--seeds N] [--workers N]
+        [--capacity FIELD=VALUE ...] [--errors FIELD=VALUE ...] [--scale X ...] [--cache DIR]
+        [--seeds N] [--workers N]
 
 `--set` overrides a `PolicyConfig` field (e.g. `--set scale_down_hysteresis=0.5`);
 `--capacity` a field of the learned capacity model (`state.CAPACITY`, e.g. `--capacity
-probe=1.25`; `None` turns an optional rule off);
+probe=1.25`; `None` turns an optional rule off); `--errors` a field of the forecast's
+measured-error model (`state.ERRORS`, e.g. `--errors alpha=0.1`);
 `--scale X` also runs ours with its per-replica target at X x the load-tested capacity
 (a point of the sweep grid). `--cache DIR` keeps each prepared case (load test, bound,
 oracle: most of the time) as a pickle, so repeated runs take seconds per case. `--seeds
@@ -54,15 +56,17 @@ def overrides(items: list[str]) -> dict[str, float | bool]:
     return out
 
 
-def capacity_overrides(items: list[str]) -> dict[str, float | bool | None]:
-    """`FIELD=VALUE` pairs for the fields of `state.CAPACITY` (numbers, booleans, None)."""
-    names = {f.name for f in dataclasses.fields(state_mod.CAPACITY)}
+def model_overrides(flag: str, model: object, items: list[str]) -> dict[str, float | bool | None]:
+    """`FIELD=VALUE` pairs for the fields of a frozen model dataclass (`state.CAPACITY`,
+    `state.ERRORS`): numbers, booleans, None."""
+    kind = type(model).__name__
+    names = {f.name for f in dataclasses.fields(model)}  # type: ignore[arg-type]
     out: dict[str, float | bool | None] = {}
     for item in items:
         name, sep, value = item.partition("=")
         if not sep or name not in names:
-            raise SystemExit(f"--capacity {item!r}: give FIELD=VALUE with a CapacityModel field")
-        default = getattr(state_mod.CAPACITY, name)
+            raise SystemExit(f"{flag} {item!r}: give FIELD=VALUE with a {kind} field")
+        default = getattr(model, name)
         if value == "None":
             out[name] = None
         elif isinstance(default, bool):
@@ -73,8 +77,18 @@ def capacity_overrides(items: list[str]) -> dict[str, float | bool | None]:
             try:
                 out[name] = float(value)
             except ValueError:
-                raise SystemExit(f"--capacity {item!r}: give a number, a boolean or None") from None
+                raise SystemExit(f"{flag} {item!r}: give a number, a boolean or None") from None
     return out
+
+
+def capacity_overrides(items: list[str]) -> dict[str, float | bool | None]:
+    """`FIELD=VALUE` pairs for the fields of `state.CAPACITY`."""
+    return model_overrides("--capacity", state_mod.CAPACITY, items)
+
+
+def error_overrides(items: list[str]) -> dict[str, float | bool | None]:
+    """`FIELD=VALUE` pairs for the fields of the forecast-error model, `state.ERRORS`."""
+    return model_overrides("--errors", state_mod.ERRORS, items)
 
 
 def prepared(case_name: str, cache: Path | None, seed: int = 0) -> suite.Setup:
@@ -103,9 +117,14 @@ class Row(NamedTuple):
     elapsed_s: float
 
 
-def configure(changed: dict[str, float | bool], capacity: dict[str, float | bool | None]) -> None:
+def configure(
+    changed: dict[str, float | bool],
+    capacity: dict[str, float | bool | None],
+    errors: dict[str, float | bool | None] | None = None,
+) -> None:
     """Apply the overrides in this process (also each worker's initializer)."""
     state_mod.CAPACITY = dataclasses.replace(state_mod.CAPACITY, **capacity)
+    state_mod.ERRORS = dataclasses.replace(state_mod.ERRORS, **(errors or {}))
     base = suite.ours_config
 
     def configured(setup: suite.Setup, *, scale: float | None = None) -> PolicyConfig:
@@ -181,6 +200,7 @@ def main() -> int:
     parser.add_argument("--case", action="append", choices=tuning)
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE")
     parser.add_argument("--capacity", action="append", default=[], metavar="FIELD=VALUE")
+    parser.add_argument("--errors", action="append", default=[], metavar="FIELD=VALUE")
     parser.add_argument("--scale", action="append", type=float, default=[])
     parser.add_argument("--cache", type=Path)
     parser.add_argument("--seeds", type=int, default=1, help="seeds 0..N-1 (default 1)")
@@ -188,7 +208,11 @@ def main() -> int:
     args = parser.parse_args()
     if args.seeds < 1 or args.workers < 1:
         parser.error("--seeds and --workers take a count of at least 1")
-    overridden = (overrides(args.set), capacity_overrides(args.capacity))
+    overridden = (
+        overrides(args.set),
+        capacity_overrides(args.capacity),
+        error_overrides(args.errors),
+    )
     configure(*overridden)
     jobs = [(n, s) for n in args.case or tuning for s in range(args.seeds)]
     rows: list[Row] = []

@@ -449,15 +449,17 @@ def recommend_for_forecast(
         # Fewer replicas only with room to spare: demand that jitters around a replica
         # boundary would otherwise give one back and want it again a minute later, and
         # a replica takes the whole horizon to return.
-        kept = min(
-            current,
-            math.ceil(demand * (1.0 + config.scale_down_hysteresis) / usable + spare - 1e-9),
-        )
+        spare_demand = demand * config.scale_down_hysteresis
+        most = config.scale_down_hysteresis_max_replicas
+        capped = most > 0 and spare_demand > most * usable
+        spare_demand = most * usable if capped else spare_demand
+        kept = min(current, math.ceil((demand + spare_demand) / usable + spare - 1e-9))
         if kept > replicas:
             extra = f" and {spare:g} replica(s)" if spare > 0 else ""
+            cap_note = f" (at most {most:g} replica(s)' worth)" if capped else ""
             message += (
                 f"; keeping {_replicas(kept)}: fewer need {config.scale_down_hysteresis:.0%} "
-                f"of spare demand{extra} to scale down"
+                f"of spare demand{cap_note}{extra} to scale down"
             )
             replicas = kept
     if 0 < replicas < current and adaptive and not idle and model.peak and usable > 0:

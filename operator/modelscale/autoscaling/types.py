@@ -105,6 +105,12 @@ class PolicyConfig:
     # fraction of one replica on a small fleet, where a step of +50 % in 30 s needs a whole
     # one (docs/policy.md, "Twelfth split", H9). 0: the share alone.
     scale_down_spare_replicas: float = 0.0
+    # ... but the hysteresis's spare demand is at most this many replicas' worth: a share
+    # of demand is 4 replicas on a fleet of 16, where demand that jitters by a quarter is
+    # rare (the jitter of many users' requests grows more slowly than their sum), and the
+    # fleet then held 15 where 12 served the SLO for 20 minutes (servegen-m-large day 11,
+    # night; docs/policy.md, "Nineteenth split"). 0: no cap (the share alone).
+    scale_down_hysteresis_max_replicas: float = 0.0
     # The learning policy (docs/policy.md): capacity learned from the pods' P99 with the
     # spec's value as a prior, headroom from the measured forecast error, a correction
     # from SLO misses, step and burst response, no hysteresis at zero demand. False: the
@@ -201,6 +207,11 @@ class PolicyConfig:
     scale_down_reach: float = 2.0  # 1.5 until the eighteenth split
 
     def __post_init__(self) -> None:
+        if not self.scale_down_hysteresis_max_replicas >= 0.0:
+            raise ValueError(
+                f"scale_down_hysteresis_max_replicas {self.scale_down_hysteresis_max_replicas!r}: "
+                "give a number of replicas' worth of demand, 0 or more (0: no cap)"
+            )
         if not self.scale_down_reach >= 1.0:
             raise ValueError(
                 f"scale_down_reach {self.scale_down_reach!r}: give a multiple of the "

@@ -609,6 +609,55 @@ def test_scale_down_spare_replicas_keep_room_a_share_of_demand_does_not(
     assert "and 0.5 replica(s) to scale down" in results[0.5].message
 
 
+@pytest.mark.parametrize(
+    ("rate", "start", "uncapped", "capped"),
+    [
+        pytest.param(9000.0, 20, 23, 19, id="large-fleet-keeps-one-replica-of-spare"),
+        pytest.param(700.0, 3, 2, 2, id="small-fleet-unchanged"),
+    ],
+)
+@pytest.mark.usefixtures("without_ninth_split_rules")
+def test_the_hysteresis_cap_bounds_the_spare_demand_in_replicas(
+    rate: float, start: int, uncapped: int, capped: int
+) -> None:
+    """`scale_down_hysteresis_max_replicas` (docs/policy.md, "Nineteenth split"): 9,000
+    tok/s on pods that sustain 500 needs 18 (23 while the prior's 80 % headroom applies);
+    the 25 % hysteresis asks for room for 2,250 tok/s more and keeps the 23; capped at one
+    replica's worth, 19 are kept and the scale-down continues to them. On 700 tok/s a
+    quarter is 175 tok/s, under one replica, and the cap changes nothing. The message
+    says when the cap applied."""
+    results = {}
+    for most in (0.0, 1.0):
+        config = replace(
+            CONFIG,
+            scale_down_hysteresis=0.25,
+            scale_down_hysteresis_max_replicas=most,
+            tpot_slo_seconds=0.1,
+        )
+        st = ScalingState()
+        t = T0
+        replicas = start
+        for _ in range(120):
+            rec, st = recommender.recommend(
+                obs(t, rate=rate, replicas=replicas, p99=0.5, p99_tpot_seconds=0.05),
+                config=config,
+                state=st,
+            )
+            replicas = rec.replicas
+            t += 15.0
+        results[most] = rec
+    assert results[0.0].replicas == uncapped, results[0.0].message
+    assert results[1.0].replicas == capped, results[1.0].message
+    if uncapped != capped:
+        assert "at most 1 replica(s)' worth" in results[1.0].message
+
+
+@pytest.mark.parametrize("most", [-1.0, float("nan")])
+def test_a_negative_hysteresis_cap_is_refused_with_what_to_give(most: float) -> None:
+    with pytest.raises(ValueError, match=r"scale_down_hysteresis_max_replicas .* 0 or more"):
+        PolicyConfig(scale_down_hysteresis_max_replicas=most)
+
+
 def run_rates(config: PolicyConfig, rates: list[float], replicas: int) -> list[tuple[int, str]]:
     """One 15 s pass per rate, acting on each recommendation (pods warm at once)."""
     st = ScalingState()

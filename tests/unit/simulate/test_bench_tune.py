@@ -58,3 +58,10 @@ def test_capacity_overrides_parse_numbers_and_none_and_refuse_unknown_fields() -
         tune.capacity_overrides(["no_such_knob=1"])
     with pytest.raises(SystemExit, match="a number, a boolean or None"):
         tune.capacity_overrides(["probe=high"])
+
+
+def test_error_overrides_set_the_forecast_error_model_and_refuse_unknown_fields() -> None:
+    got = tune.error_overrides(["alpha=0.1", "min_count=4"])
+    assert got == {"alpha": 0.1, "min_count": 4}
+    with pytest.raises(SystemExit, match=r"--errors .*ForecastError field"):
+        tune.error_overrides(["capacity=1"])
