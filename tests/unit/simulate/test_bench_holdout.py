@@ -23,6 +23,7 @@ NINETEENTH = (
     "servegen-m-large-d9-midnight",
     "servegen-m-small-d10-early",
 )
+TWENTIETH = ("servegen-m-large-d14-noon", "servegen-m-large-d6-eve", "servegen-m-small-d12-night")
 
 
 @pytest.mark.parametrize(
@@ -33,9 +34,18 @@ NINETEENTH = (
         (SIXTEENTH, SEVENTEENTH),
         (SEVENTEENTH, EIGHTEENTH),
         (EIGHTEENTH, NINETEENTH),
-        (NINETEENTH, ()),
+        (NINETEENTH, TWENTIETH),
+        (TWENTIETH, ()),
     ],
-    ids=["14th", "15th", "16th (script)", "17th (script)", "18th (script)", "19th (script)"],
+    ids=[
+        "14th",
+        "15th",
+        "16th (script)",
+        "17th (script)",
+        "18th (script)",
+        "19th (script)",
+        "20th (script)",
+    ],
 )
 def test_the_script_reproduces_the_hand_run_splits(
     chosen: tuple[str, ...], later: tuple[str, ...]
