@@ -585,65 +585,45 @@ def settled(config: PolicyConfig, *, rate: float, replicas: int) -> recommender.
     return rec
 
 
-@pytest.mark.parametrize(
-    ("rate", "start", "without", "with_spare"),
-    [
-        pytest.param(700.0, 3, 2, 3, id="small-fleet-keeps-a-replica"),
-        pytest.param(9000.0, 20, 21, 22, id="large-fleet-barely-touched"),
-    ],
-)
-@pytest.mark.usefixtures("without_ninth_split_rules")
-def test_scale_down_spare_replicas_keep_room_a_share_of_demand_does_not(
-    rate: float, start: int, without: int, with_spare: int
-) -> None:
-    """`scale_down_spare_replicas` (docs/policy.md, "Twelfth split", H9): 700 tok/s on
-    pods that sustain 500 each needs 2 replicas, and the 15 % hysteresis (105 tok/s) fits
-    in them; half a replica more (250 tok/s) does not, so 3 stay. On a fleet of about 20,
-    half a replica is 2-3 % of it, and at most one more stays; the message says why."""
-    results = {}
-    for spare in (0.0, 0.5):
-        config = replace(
-            CONFIG,
-            scale_down_spare_replicas=spare,
-            scale_down_hysteresis=0.15,
-            tpot_slo_seconds=0.1,
-        )
-        results[spare] = settled(config, rate=rate, replicas=start)
-    assert results[0.0].replicas == without, results[0.0].message
-    assert results[0.5].replicas == with_spare, results[0.5].message
-    assert "and 0.5 replica(s) to scale down" in results[0.5].message
+SPARE = {"scale_down_spare_replicas": 0.5}
+CAP = {"scale_down_hysteresis_max_replicas": 1.0}
 
 
 @pytest.mark.parametrize(
-    ("rate", "start", "uncapped", "capped"),
+    ("option", "hysteresis", "load", "expected", "says"),
     [
-        pytest.param(9000.0, 20, 23, 19, id="large-fleet-keeps-one-replica-of-spare"),
-        pytest.param(700.0, 3, 2, 2, id="small-fleet-unchanged"),
+        pytest.param(SPARE, 0.15, (700.0, 3), (2, 3), "and 0.5 replica(s)", id="spare-small"),
+        pytest.param(SPARE, 0.15, (9000.0, 20), (21, 22), "and 0.5 replica(s)", id="spare-large"),
+        pytest.param(
+            CAP, 0.25, (9000.0, 20), (23, 19), "at most 1 replica(s)' worth", id="cap-large"
+        ),
+        pytest.param(CAP, 0.25, (700.0, 3), (2, 2), "", id="cap-small-fleet-unchanged"),
     ],
 )
 @pytest.mark.usefixtures("without_ninth_split_rules")
-def test_the_hysteresis_cap_bounds_the_spare_demand_in_replicas(
-    rate: float, start: int, uncapped: int, capped: int
+def test_the_scale_down_room_in_replicas_beside_the_share_of_demand(
+    option: dict[str, float],
+    hysteresis: float,
+    load: tuple[float, int],
+    expected: tuple[int, int],
+    says: str,
 ) -> None:
-    """`scale_down_hysteresis_max_replicas` (docs/policy.md, "Nineteenth split"): 9,000
-    tok/s on pods that sustain 500 needs 18 (23 while the prior's 80 % headroom applies);
-    the 25 % hysteresis asks for room for 2,250 tok/s more and keeps the 23; capped at one
-    replica's worth, 19 are kept and the scale-down continues to them. On 700 tok/s a
-    quarter is 175 tok/s, under one replica, and the cap changes nothing. The message
-    says when the cap applied."""
-    results = {}
-    for most in (0.0, 1.0):
-        config = replace(
-            CONFIG,
-            scale_down_hysteresis=0.25,
-            scale_down_hysteresis_max_replicas=most,
-            tpot_slo_seconds=0.1,
-        )
-        results[most] = settled(config, rate=rate, replicas=start)
-    assert results[0.0].replicas == uncapped, results[0.0].message
-    assert results[1.0].replicas == capped, results[1.0].message
-    if uncapped != capped:
-        assert "at most 1 replica(s)' worth" in results[1.0].message
+    """Room kept by a scale-down, in replicas beside the hysteresis's share of demand.
+    `scale_down_spare_replicas` (docs/policy.md, "Twelfth split", H9): 700 tok/s on pods
+    that sustain 500 each needs 2 replicas, and the 15 % hysteresis (105 tok/s) fits in
+    them; half a replica more (250 tok/s) does not, so 3 stay. On a fleet of about 20, half
+    a replica is 2-3 % of it, and at most one more stays.
+    `scale_down_hysteresis_max_replicas` (docs/policy.md, "Nineteenth split"): 9,000 tok/s
+    needs 18 (23 while the prior's 80 % headroom applies); the 25 % hysteresis asks for
+    room for 2,250 tok/s more and keeps the 23; capped at one replica's worth, 19 are kept
+    and the scale-down continues to them. On 700 tok/s a quarter is 175 tok/s, under one
+    replica, and the cap changes nothing. The message says why replicas were kept."""
+    rate, start = load
+    base = replace(CONFIG, scale_down_hysteresis=hysteresis, tpot_slo_seconds=0.1)
+    plain = settled(base, rate=rate, replicas=start)
+    chosen = settled(replace(base, **option), rate=rate, replicas=start)
+    assert (plain.replicas, chosen.replicas) == expected, (plain.message, chosen.message)
+    assert says in chosen.message
 
 
 @pytest.mark.parametrize("most", [-1.0, float("nan")])
