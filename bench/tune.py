@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import pickle
+import re
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -115,6 +116,40 @@ class Row(NamedTuple):
     x_oracle: float
     events: int
     elapsed_s: float
+
+
+def line(r: Row) -> str:
+    """One run as tune.py prints it; `parse_line` reads it back (bench/paired.py)."""
+    return (
+        f"{r.case:22s} seed {r.seed} {r.label:12s} windows {r.attainment:7.2%} "
+        f"({r.missed} missed)  replica-s {r.replica_seconds:9,.0f}  "
+        f"{r.x_oracle:.3f}x oracle  {r.events} events  ({r.elapsed_s:.0f} s)"
+    )
+
+
+_LINE = re.compile(
+    r"^(?P<case>\S+)\s+seed (?P<seed>\d+) (?P<label>\S+)\s+windows\s+(?P<att>[\d.]+)% "
+    r"\((?P<missed>\d+) missed\)\s+replica-s\s+(?P<rs>[\d,]+)\s+(?P<x>[\d.]+)x oracle\s+"
+    r"(?P<events>\d+) events\s+\((?P<el>[\d.]+) s\)$"
+)
+
+
+def parse_line(text: str) -> Row | None:
+    """A run printed by `line`, as printed (ratios to 3 places); None: another line."""
+    m = _LINE.match(text.rstrip("\n"))
+    if m is None:
+        return None
+    return Row(
+        case=m["case"],
+        seed=int(m["seed"]),
+        label=m["label"],
+        attainment=float(m["att"]) / 100.0,
+        missed=int(m["missed"]),
+        replica_seconds=float(m["rs"].replace(",", "")),
+        x_oracle=float(m["x"]),
+        events=int(m["events"]),
+        elapsed_s=float(m["el"]),
+    )
 
 
 def configure(
@@ -221,14 +256,9 @@ def main() -> int:
         for future in futures:
             for r in future.result():
                 rows.append(r)
-                print(
-                    f"{r.case:22s} seed {r.seed} {r.label:12s} windows {r.attainment:7.2%} "
-                    f"({r.missed} missed)  replica-s {r.replica_seconds:9,.0f}  "
-                    f"{r.x_oracle:.3f}x oracle  {r.events} events  ({r.elapsed_s:.0f} s)",
-                    flush=True,
-                )
-    for line in totals(rows):
-        print(line)
+                print(line(r), flush=True)
+    for total in totals(rows):
+        print(total)
     return 0
 
 
