@@ -102,8 +102,13 @@ of swings). Those were run once with a966c89's defaults (the nineteenth round ch
 none), and the twentieth split (2026-12-05) moved them into tuning and held out the next
 three the script printed: servegen-m-large day 14, 11:30-13:00 (a midday fall and return)
 and day 6, 19:30-21:00 (an evening dip and return), and servegen-m-small day 12,
-01:30-03:00 (a night rise). The held-out cases (`held_out=True`) are never used to tune
-anything, and results on them are the honest ones.
+01:30-03:00 (a night rise). Those were run once with a966c89's defaults (the twentieth
+round changed none), and the twenty-first split (2026-12-05) moved them into tuning and
+held out the next three the script printed: servegen-m-large day 1, 17:30-19:00 (an
+evening dip and return) and day 1, 11:00-12:30 (a midday decline), and servegen-m-small
+day 14, 14:30-16:00 (an afternoon climb and a late jump). The held-out cases
+(`held_out=True`) are never used to tune anything, and results on them are the honest
+ones.
 """
 
 from __future__ import annotations
@@ -359,19 +364,28 @@ CASES = (
     # Day 10, 02:00-03:30: a night of swings, ~1,655 to ~1,092 req/s at 02:10, ~1,612 at
     # 02:20, ~774-992 from 02:50, ~696 at 03:20 (x0.03).
     _servegen("servegen-m-small-d10-early", "m-small", day=10, start_h=2, hours=1.5),
-    # Held out from here on: chosen in the twentieth split of 2026-12-05 by
-    # `bench/holdout.py`, before anything ran on them.
+    # Held out in the twentieth split of 2026-12-05 by `bench/holdout.py`, results read
+    # the same day: tuning now.
     # Day 14, 11:30-13:00: a midday fall and return, ~301 to ~124-135 req/s by 12:10,
     # ~174-185 from 12:30 (x0.1).
-    _servegen(
-        "servegen-m-large-d14-noon", "m-large", day=14, start_h=11.5, hours=1.5, held_out=True
-    ),
+    _servegen("servegen-m-large-d14-noon", "m-large", day=14, start_h=11.5, hours=1.5),
     # Day 6, 19:30-21:00: an evening dip and return, ~356 to ~181 req/s at 19:50, ~213-218
     # after, ~283-337 from 20:20 (x0.1).
-    _servegen("servegen-m-large-d6-eve", "m-large", day=6, start_h=19.5, hours=1.5, held_out=True),
+    _servegen("servegen-m-large-d6-eve", "m-large", day=6, start_h=19.5, hours=1.5),
     # Day 12, 01:30-03:00: a night rise, ~850-869 to ~1,484 req/s at 02:00, ~1,139 at
     # 02:30, ~1,664 at 02:50 (x0.03).
+    _servegen("servegen-m-small-d12-night", "m-small", day=12, start_h=1.5, hours=1.5),
+    # Held out from here on: chosen in the twenty-first split of 2026-12-05 by
+    # `bench/holdout.py`, before anything ran on them.
+    # Day 1, 17:30-19:00: an evening dip and return, ~360-407 to ~236-249 req/s at
+    # 18:00-18:10, ~311-354 after (x0.1).
+    _servegen("servegen-m-large-d1-dusk", "m-large", day=1, start_h=17.5, hours=1.5, held_out=True),
+    # Day 1, 11:00-12:30: a midday decline, ~357 to ~265 req/s by 11:50, ~191-214 from
+    # 12:00 (x0.1).
+    _servegen("servegen-m-large-d1-noon", "m-large", day=1, start_h=11, hours=1.5, held_out=True),
+    # Day 14, 14:30-16:00: an afternoon climb and a late jump, ~1,034 to ~1,281 req/s by
+    # 15:40, ~1,844 at 15:50 (x0.03).
     _servegen(
-        "servegen-m-small-d12-night", "m-small", day=12, start_h=1.5, hours=1.5, held_out=True
+        "servegen-m-small-d14-afternoon", "m-small", day=14, start_h=14.5, hours=1.5, held_out=True
     ),
 )

@@ -24,6 +24,11 @@ NINETEENTH = (
     "servegen-m-small-d10-early",
 )
 TWENTIETH = ("servegen-m-large-d14-noon", "servegen-m-large-d6-eve", "servegen-m-small-d12-night")
+TWENTY_FIRST = (
+    "servegen-m-large-d1-dusk",
+    "servegen-m-large-d1-noon",
+    "servegen-m-small-d14-afternoon",
+)
 
 
 @pytest.mark.parametrize(
@@ -35,7 +40,8 @@ TWENTIETH = ("servegen-m-large-d14-noon", "servegen-m-large-d6-eve", "servegen-m
         (SEVENTEENTH, EIGHTEENTH),
         (EIGHTEENTH, NINETEENTH),
         (NINETEENTH, TWENTIETH),
-        (TWENTIETH, ()),
+        (TWENTIETH, TWENTY_FIRST),
+        (TWENTY_FIRST, ()),
     ],
     ids=[
         "14th",
@@ -45,6 +51,7 @@ TWENTIETH = ("servegen-m-large-d14-noon", "servegen-m-large-d6-eve", "servegen-m
         "18th (script)",
         "19th (script)",
         "20th (script)",
+        "21st (script)",
     ],
 )
 def test_the_script_reproduces_the_hand_run_splits(
