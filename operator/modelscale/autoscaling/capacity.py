@@ -187,6 +187,16 @@ class CapacityModel:
     # after. The step bound (`step_reach`) holds as for the steps themselves. None: off.
     early_step: float | None = None
     early_samples: int = 0
+    # Where the curve crosses the knee between a bin within it and a slower one, place the
+    # crossing with 1 / P99 linear between the two (the shape queueing and a filling batch
+    # give, as `anchored` and `fit_level` assume) instead of P99 linear. P99 stays near its
+    # floor until close to saturation and then climbs steeply, so a straight line from a
+    # calm bin to a saturated one puts the crossing near the calm one: one replica serving
+    # 340 tok/s with TTFT at 1.5-6x its SLO lowered the estimate to 119 tok/s, and the
+    # fleet held 5-6 replicas where 2 served for 25 minutes, until the slow bin was
+    # forgotten (servegen-m-small-d9 with a 1,000 tok/s prior; docs/policy.md, "Twentieth
+    # split"). False: P99 linear (the default; measured, not frozen).
+    hyperbolic_crossing: bool = False
     served_step_below: float = 0.6
     served_step_cliff_below: float = 0.4
     served_step_load: float = 0.7
@@ -402,6 +412,10 @@ class CapacityModel:
                 x0, p0 = prev
                 if load - x0 > curve.width * 1.01:
                     return load - 0.5 * curve.width  # across a gap: where the slow bin starts
+                if self.hyperbolic_crossing and p0 > 0.0:
+                    # 1 / P99 linear between the two bins: p0 <= slo < p.
+                    share = (1.0 / slo - 1.0 / p0) / (1.0 / p - 1.0 / p0)
+                    return x0 + (load - x0) * share
                 return x0 + (load - x0) * (slo - p0) / (p - p0)  # p0 <= slo < p
             prev = (load, p)
         if not env:

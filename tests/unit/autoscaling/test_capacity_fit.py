@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 from modelscale.autoscaling import state
-from modelscale.autoscaling.capacity import LatencyCurve, hyperbolic_knee
+from modelscale.autoscaling.capacity import CapacityModel, LatencyCurve, hyperbolic_knee
 from modelscale.autoscaling.types import PolicyConfig
 
 PRIOR = 250.0  # bins of 50 tok/s (0.2 x the prior), the loads below above the prior
@@ -96,3 +96,26 @@ def test_the_policy_config_switch_picks_the_model() -> None:
     assert state.capacity_model(PolicyConfig(adaptive=False, capacity_fit=KNEE)) is (
         state.CAPACITY_FIXED
     )
+
+
+def test_the_hyperbolic_crossing_puts_the_knee_near_the_saturated_bin_not_the_calm_one() -> None:
+    """`hyperbolic_crossing` (docs/policy.md, "Twentieth split"): a 1,000 tok/s prior
+    (bins 200 wide) on pods that saturate near 340 tok/s. The fleet served 185 tok/s each
+    calm (TTFT 0.13 s) and then 330 with one replica saturated (TTFT 12.6 s against a 2 s
+    SLO). P99 linear between the two bins puts the crossing at 127 tok/s, a third of what
+    the replica was serving; 1 / P99 linear puts it at 287, under the 330 served."""
+    prior, slo = 1000.0, 2.0
+
+    def capacity(model: CapacityModel) -> float:
+        s = model.initial(target=prior)
+        for _ in range(12):
+            s = model.observe(s, load=185.0, p99=0.13, target=prior, slo=slo)
+        for _ in range(12):
+            s = model.observe(s, load=330.0, p99=12.6, target=prior, slo=slo)
+        return model.capacity(s, target=prior)
+
+    linear = capacity(state.CAPACITY)
+    hyperbolic = capacity(replace(state.CAPACITY, hyperbolic_crossing=True))
+    assert state.CAPACITY.hyperbolic_crossing is False  # off by default
+    assert linear < 150.0, linear
+    assert 250.0 < hyperbolic < 330.0, hyperbolic
