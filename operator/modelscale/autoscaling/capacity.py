@@ -195,7 +195,8 @@ class CapacityModel:
     # 340 tok/s with TTFT at 1.5-6x its SLO lowered the estimate to 119 tok/s, and the
     # fleet held 5-6 replicas where 2 served for 25 minutes, until the slow bin was
     # forgotten (servegen-m-small-d9 with a 1,000 tok/s prior; docs/policy.md, "Twentieth
-    # split"). False: P99 linear (the default; measured, not frozen).
+    # split"). False: P99 linear. The policy's model (state.CAPACITY) sets it True since the
+    # twenty-first round's rule chose it (docs/policy.md, "Twenty-first split").
     hyperbolic_crossing: bool = False
     served_step_below: float = 0.6
     served_step_cliff_below: float = 0.4

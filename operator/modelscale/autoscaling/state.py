@@ -67,6 +67,7 @@ CAPACITY = capacity_mod.CapacityModel(
     served_step=0.02,
     anchored=1.0,
     step_reach=2.0,  # eighteenth split (docs/policy.md)
+    hyperbolic_crossing=True,  # twenty-first round (docs/policy.md, "Twenty-first split")
 )
 # PolicyConfig.adaptive False: the spec's value is a ceiling (the model before issue 11).
 CAPACITY_FIXED = capacity_mod.CapacityModel()

@@ -99,7 +99,8 @@ def test_the_policy_config_switch_picks_the_model() -> None:
 
 
 def test_the_hyperbolic_crossing_puts_the_knee_near_the_saturated_bin_not_the_calm_one() -> None:
-    """`hyperbolic_crossing` (docs/policy.md, "Twentieth split"): a 1,000 tok/s prior
+    """`hyperbolic_crossing` (docs/policy.md, "Twentieth split"; the policy's default since
+    the twenty-first round): a 1,000 tok/s prior
     (bins 200 wide) on pods that saturate near 340 tok/s. The fleet served 185 tok/s each
     calm (TTFT 0.13 s) and then 330 with one replica saturated (TTFT 12.6 s against a 2 s
     SLO). P99 linear between the two bins puts the crossing at 127 tok/s, a third of what
@@ -114,8 +115,8 @@ def test_the_hyperbolic_crossing_puts_the_knee_near_the_saturated_bin_not_the_ca
             s = model.observe(s, load=330.0, p99=12.6, target=prior, slo=slo)
         return model.capacity(s, target=prior)
 
-    linear = capacity(state.CAPACITY)
-    hyperbolic = capacity(replace(state.CAPACITY, hyperbolic_crossing=True))
-    assert state.CAPACITY.hyperbolic_crossing is False  # off by default
+    linear = capacity(replace(state.CAPACITY, hyperbolic_crossing=False))
+    hyperbolic = capacity(state.CAPACITY)
+    assert state.CAPACITY.hyperbolic_crossing is True  # frozen by the twenty-first round
     assert linear < 150.0, linear
     assert 250.0 < hyperbolic < 330.0, hyperbolic
