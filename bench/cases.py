@@ -106,9 +106,13 @@ and day 6, 19:30-21:00 (an evening dip and return), and servegen-m-small day 12,
 round changed none), and the twenty-first split (2026-12-05) moved them into tuning and
 held out the next three the script printed: servegen-m-large day 1, 17:30-19:00 (an
 evening dip and return) and day 1, 11:00-12:30 (a midday decline), and servegen-m-small
-day 14, 14:30-16:00 (an afternoon climb and a late jump). The held-out cases
-(`held_out=True`) are never used to tune anything, and results on them are the honest
-ones.
+day 14, 14:30-16:00 (an afternoon climb and a late jump). The twenty-first round froze
+new defaults (aa549fd), `make bench SEEDS=3` ran with them, and only then those three were
+run once; the twenty-second split (2026-12-05) moved them into tuning and held out the
+next three the script printed: servegen-m-large day 14, 09:30-11:00 and day 8,
+09:30-11:00 (two morning climbs), and servegen-m-small day 10, 10:00-11:30 (a morning of
+swings). The held-out cases (`held_out=True`) are never used to tune anything, and
+results on them are the honest ones.
 """
 
 from __future__ import annotations
@@ -375,17 +379,32 @@ CASES = (
     # Day 12, 01:30-03:00: a night rise, ~850-869 to ~1,484 req/s at 02:00, ~1,139 at
     # 02:30, ~1,664 at 02:50 (x0.03).
     _servegen("servegen-m-small-d12-night", "m-small", day=12, start_h=1.5, hours=1.5),
-    # Held out from here on: chosen in the twenty-first split of 2026-12-05 by
-    # `bench/holdout.py`, before anything ran on them.
+    # Held out in the twenty-first split of 2026-12-05 by `bench/holdout.py`, results read
+    # the same day (with aa549fd's defaults): tuning now.
     # Day 1, 17:30-19:00: an evening dip and return, ~360-407 to ~236-249 req/s at
     # 18:00-18:10, ~311-354 after (x0.1).
-    _servegen("servegen-m-large-d1-dusk", "m-large", day=1, start_h=17.5, hours=1.5, held_out=True),
+    _servegen("servegen-m-large-d1-dusk", "m-large", day=1, start_h=17.5, hours=1.5),
     # Day 1, 11:00-12:30: a midday decline, ~357 to ~265 req/s by 11:50, ~191-214 from
     # 12:00 (x0.1).
-    _servegen("servegen-m-large-d1-noon", "m-large", day=1, start_h=11, hours=1.5, held_out=True),
+    _servegen("servegen-m-large-d1-noon", "m-large", day=1, start_h=11, hours=1.5),
     # Day 14, 14:30-16:00: an afternoon climb and a late jump, ~1,034 to ~1,281 req/s by
     # 15:40, ~1,844 at 15:50 (x0.03).
+    _servegen("servegen-m-small-d14-afternoon", "m-small", day=14, start_h=14.5, hours=1.5),
+    # Held out from here on: chosen in the twenty-second split of 2026-12-05 by
+    # `bench/holdout.py`, before anything ran on them.
+    # Day 14, 09:30-11:00: a morning climb, ~111 to ~206 req/s at 10:00, ~276 at 10:30,
+    # ~258-268 after (x0.1).
     _servegen(
-        "servegen-m-small-d14-afternoon", "m-small", day=14, start_h=14.5, hours=1.5, held_out=True
+        "servegen-m-large-d14-morning", "m-large", day=14, start_h=9.5, hours=1.5, held_out=True
+    ),
+    # Day 8, 09:30-11:00: a morning climb, ~140-174 to ~231 req/s at 10:20, ~260-298 from
+    # 10:30 (x0.1).
+    _servegen(
+        "servegen-m-large-d8-morning", "m-large", day=8, start_h=9.5, hours=1.5, held_out=True
+    ),
+    # Day 10, 10:00-11:30: a morning of swings, ~1,568 to ~2,166 req/s at 10:10, ~1,413-2,040
+    # after, ~2,155 at 11:10 (x0.03).
+    _servegen(
+        "servegen-m-small-d10-morning", "m-small", day=10, start_h=10, hours=1.5, held_out=True
     ),
 )

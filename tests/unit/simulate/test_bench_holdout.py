@@ -29,6 +29,11 @@ TWENTY_FIRST = (
     "servegen-m-large-d1-noon",
     "servegen-m-small-d14-afternoon",
 )
+TWENTY_SECOND = (
+    "servegen-m-large-d14-morning",
+    "servegen-m-large-d8-morning",
+    "servegen-m-small-d10-morning",
+)
 
 
 @pytest.mark.parametrize(
@@ -41,7 +46,8 @@ TWENTY_FIRST = (
         (EIGHTEENTH, NINETEENTH),
         (NINETEENTH, TWENTIETH),
         (TWENTIETH, TWENTY_FIRST),
-        (TWENTY_FIRST, ()),
+        (TWENTY_FIRST, TWENTY_SECOND),
+        (TWENTY_SECOND, ()),
     ],
     ids=[
         "14th",
@@ -52,6 +58,7 @@ TWENTY_FIRST = (
         "19th (script)",
         "20th (script)",
         "21st (script)",
+        "22nd (script)",
     ],
 )
 def test_the_script_reproduces_the_hand_run_splits(
