@@ -320,18 +320,25 @@ class ForecastNeed(NamedTuple):
 
 def _within_tested_load(
     replicas: int, *, current: int, demand: float, config: PolicyConfig, model: PolicyModel
-) -> int:
+) -> tuple[int, float]:
     """The fewest replicas, at least `replicas` and at most `current`, that load each with
     at most `config.scale_down_reach` x the heaviest load per replica seen within the SLO
-    (`CapacityModel.tested_load`). No such load seen yet: `replicas` (the other guards,
-    the window and the latency margin, still apply)."""
+    (`CapacityModel.tested_load`); where that leaves `config.scale_down_small_fleet`
+    replicas or fewer, at most `config.scale_down_reach_small` x it (when set). With the
+    reach that decided. No such load seen yet: `replicas` (the other guards, the window
+    and the latency margin, still apply)."""
+    reach = config.scale_down_reach
     tested = state_mod.capacity_model(config).tested_load(
         model.cap, target=config.target_tokens_per_replica, slo=config.latency_slo_seconds
     )
     if tested is None or tested <= 0.0:
-        return replicas
-    reach = _ceil_replicas(demand / (config.scale_down_reach * tested), config)
-    return min(current, max(replicas, reach))
+        return replicas, reach
+    kept = max(replicas, _ceil_replicas(demand / (reach * tested), config))
+    if config.scale_down_reach_small and kept <= config.scale_down_small_fleet:
+        small = _ceil_replicas(demand / (config.scale_down_reach_small * tested), config)
+        if small > kept:
+            kept, reach = small, config.scale_down_reach_small
+    return min(current, kept), reach
 
 
 def _within_predicted_margin(
@@ -476,13 +483,13 @@ def recommend_for_forecast(
             )
             replicas = kept
     if 0 < replicas < current and adaptive and not idle:
-        kept = _within_tested_load(
+        kept, reach = _within_tested_load(
             replicas, current=current, demand=demand, config=config, model=model
         )
         if kept > replicas:
             message += (
                 f"; keeping {_replicas(kept)}: fewer would load each beyond "
-                f"{config.scale_down_reach:g}x the heaviest load per replica seen within the SLO"
+                f"{reach:g}x the heaviest load per replica seen within the SLO"
             )
             replicas = kept
     curve = capacity.latency_curve(model.cap, target=target)

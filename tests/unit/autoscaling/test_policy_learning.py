@@ -384,6 +384,26 @@ def test_a_wider_scale_down_reach_gives_back_what_1_5x_holds() -> None:
     assert "1.2x the heaviest load per replica seen within the SLO" in rec.message
 
 
+def test_a_small_fleet_reach_holds_the_last_two_and_leaves_large_fleets_alone() -> None:
+    """`scale_down_reach_small` (off by default): the reach where the scale-down would
+    leave two replicas or fewer. 2 -> 1 at 400 tok/s, which 2x the load seen allows, is
+    refused at 1.5x and the message names that reach; a fleet of 10 still steps down."""
+    small = replace(CONFIG, scale_down_reach=2.0, scale_down_reach_small=1.5)
+    rec, _, _ = held(small, phases=[(400.0, 2, 20.0)])
+    assert rec.replicas == 2
+    assert "1.5x the heaviest load per replica seen within the SLO" in rec.message
+    rec, _, _ = held(small, phases=[(2000.0, 10, 20.0)])
+    assert rec.replicas == 9
+    rec, _, _ = held(replace(small, scale_down_reach_small=0.0), phases=[(400.0, 2, 20.0)])
+    assert rec.replicas == 1
+
+
+@pytest.mark.parametrize(("reach", "fleet"), [(0.5, 2), (float("nan"), 2), (1.5, 0)])
+def test_a_small_fleet_reach_under_1_or_an_empty_fleet_is_refused(reach: float, fleet: int) -> None:
+    with pytest.raises(ValueError, match=r"scale_down_reach_small .* 1 or more \(0: off\)"):
+        PolicyConfig(scale_down_reach_small=reach, scale_down_small_fleet=fleet)
+
+
 @pytest.mark.parametrize("reach", [0.5, 0.0, float("nan")])
 def test_a_scale_down_reach_under_1_is_refused_with_what_to_give(reach: float) -> None:
     with pytest.raises(ValueError, match=r"scale_down_reach .* 1 or more"):
