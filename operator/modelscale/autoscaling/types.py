@@ -211,9 +211,9 @@ class PolicyConfig:
     # replacement starts: 2 -> 1 at 360-380 tok/s on pods that serve 340-400 missed the
     # windows of three m-small cases with the reach at 2.0, and 1.5 everywhere held a
     # replica more after falls on large fleets (docs/policy.md, "Twenty-second split").
-    # 0: off, `scale_down_reach` everywhere (the default until the next stop freezes the
-    # 1.5 that the twenty-second split's second round chose).
-    scale_down_reach_small: float = 0.0
+    # 1.5 was chosen by the twenty-second split's second round and frozen at the next
+    # stop; 0: off, `scale_down_reach` everywhere (the default until then).
+    scale_down_reach_small: float = 1.5
     scale_down_small_fleet: int = 2
 
     def __post_init__(self) -> None:

@@ -376,18 +376,21 @@ def test_scale_down_never_loads_a_pod_far_beyond_any_load_seen_within_the_slo(
 def test_a_wider_scale_down_reach_gives_back_what_1_5x_holds() -> None:
     """The reach is the user's: at 2x the heaviest load seen (~250 tok/s per pod), one pod
     may take 400 tok/s, so the fleet the default keeps at two halves; the message names
-    the reach in force when it does hold."""
-    rec, _, _ = held(replace(CONFIG, scale_down_reach=2.0), phases=[(400.0, 2, 20.0)])
+    the reach in force when it does hold. (The small-fleet reach is off here: the next
+    test covers it.)"""
+    wide = replace(CONFIG, scale_down_reach_small=0.0)
+    rec, _, _ = held(replace(wide, scale_down_reach=2.0), phases=[(400.0, 2, 20.0)])
     assert rec.replicas == 1
-    rec, _, _ = held(replace(CONFIG, scale_down_reach=1.2), phases=[(350.0, 2, 20.0)])
+    rec, _, _ = held(replace(wide, scale_down_reach=1.2), phases=[(350.0, 2, 20.0)])
     assert rec.replicas == 2
     assert "1.2x the heaviest load per replica seen within the SLO" in rec.message
 
 
 def test_a_small_fleet_reach_holds_the_last_two_and_leaves_large_fleets_alone() -> None:
-    """`scale_down_reach_small` (off by default): the reach where the scale-down would
-    leave two replicas or fewer. 2 -> 1 at 400 tok/s, which 2x the load seen allows, is
-    refused at 1.5x and the message names that reach; a fleet of 10 still steps down."""
+    """`scale_down_reach_small` (1.5 by default since the twenty-second split's second
+    round): the reach where the scale-down would leave two replicas or fewer. 2 -> 1 at
+    400 tok/s, which 2x the load seen allows, is refused at 1.5x and the message names
+    that reach; a fleet of 10 still steps down."""
     small = replace(CONFIG, scale_down_reach=2.0, scale_down_reach_small=1.5)
     rec, _, _ = held(small, phases=[(400.0, 2, 20.0)])
     assert rec.replicas == 2
@@ -396,6 +399,7 @@ def test_a_small_fleet_reach_holds_the_last_two_and_leaves_large_fleets_alone() 
     assert rec.replicas == 9
     rec, _, _ = held(replace(small, scale_down_reach_small=0.0), phases=[(400.0, 2, 20.0)])
     assert rec.replicas == 1
+    assert PolicyConfig().scale_down_reach_small == 1.5  # frozen by the second round
 
 
 @pytest.mark.parametrize(("reach", "fleet"), [(0.5, 2), (float("nan"), 2), (1.5, 0)])
