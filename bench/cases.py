@@ -111,8 +111,13 @@ new defaults (aa549fd), `make bench SEEDS=3` ran with them, and only then those 
 run once; the twenty-second split (2026-12-05) moved them into tuning and held out the
 next three the script printed: servegen-m-large day 14, 09:30-11:00 and day 8,
 09:30-11:00 (two morning climbs), and servegen-m-small day 10, 10:00-11:30 (a morning of
-swings). The held-out cases (`held_out=True`) are never used to tune anything, and
-results on them are the honest ones.
+swings). The twenty-second round froze new defaults (d00a792), `make bench SEEDS=3` ran
+with them, and only then those three were run once; the twenty-third split (2026-12-06)
+moved them into tuning and held out the next three the script printed: servegen-m-large
+day 7, 12:30-14:00 (a midday dip and rebound) and day 13, 23:00-00:30 (a late-night
+hump), and servegen-m-small day 3, 08:00-09:30 (a morning climb). The held-out cases
+(`held_out=True`) are never used to tune anything, and results on them are the honest
+ones.
 """
 
 from __future__ import annotations
@@ -390,21 +395,28 @@ CASES = (
     # Day 14, 14:30-16:00: an afternoon climb and a late jump, ~1,034 to ~1,281 req/s by
     # 15:40, ~1,844 at 15:50 (x0.03).
     _servegen("servegen-m-small-d14-afternoon", "m-small", day=14, start_h=14.5, hours=1.5),
-    # Held out from here on: chosen in the twenty-second split of 2026-12-05 by
-    # `bench/holdout.py`, before anything ran on them.
+    # Held out in the twenty-second split of 2026-12-05 by `bench/holdout.py`, results read
+    # the same day and swept on 2026-12-06 (with d00a792's defaults): tuning now.
     # Day 14, 09:30-11:00: a morning climb, ~111 to ~206 req/s at 10:00, ~276 at 10:30,
     # ~258-268 after (x0.1).
-    _servegen(
-        "servegen-m-large-d14-morning", "m-large", day=14, start_h=9.5, hours=1.5, held_out=True
-    ),
+    _servegen("servegen-m-large-d14-morning", "m-large", day=14, start_h=9.5, hours=1.5),
     # Day 8, 09:30-11:00: a morning climb, ~140-174 to ~231 req/s at 10:20, ~260-298 from
     # 10:30 (x0.1).
-    _servegen(
-        "servegen-m-large-d8-morning", "m-large", day=8, start_h=9.5, hours=1.5, held_out=True
-    ),
+    _servegen("servegen-m-large-d8-morning", "m-large", day=8, start_h=9.5, hours=1.5),
     # Day 10, 10:00-11:30: a morning of swings, ~1,568 to ~2,166 req/s at 10:10, ~1,413-2,040
     # after, ~2,155 at 11:10 (x0.03).
+    _servegen("servegen-m-small-d10-morning", "m-small", day=10, start_h=10, hours=1.5),
+    # Held out from here on: chosen in the twenty-third split of 2026-12-06 by
+    # `bench/holdout.py`, before anything ran on them.
+    # Day 7, 12:30-14:00: a midday dip and rebound, ~336-362 to ~229 req/s at 12:50,
+    # ~263-387 by 13:20, ~253-292 after (x0.1).
     _servegen(
-        "servegen-m-small-d10-morning", "m-small", day=10, start_h=10, hours=1.5, held_out=True
+        "servegen-m-large-d7-midday", "m-large", day=7, start_h=12.5, hours=1.5, held_out=True
     ),
+    # Day 13, 23:00-00:30: a late-night hump, ~112 to ~241-268 req/s from 23:30, ~123-167
+    # after midnight (x0.1).
+    _servegen("servegen-m-large-d13-late", "m-large", day=13, start_h=23, hours=1.5, held_out=True),
+    # Day 3, 08:00-09:30: a morning climb, ~1,038 to ~1,410 req/s at 08:40, ~1,588-1,788
+    # from 09:10 (x0.03).
+    _servegen("servegen-m-small-d3-am", "m-small", day=3, start_h=8, hours=1.5, held_out=True),
 )

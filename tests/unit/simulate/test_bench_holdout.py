@@ -34,6 +34,7 @@ TWENTY_SECOND = (
     "servegen-m-large-d8-morning",
     "servegen-m-small-d10-morning",
 )
+TWENTY_THIRD = ("servegen-m-large-d7-midday", "servegen-m-large-d13-late", "servegen-m-small-d3-am")
 
 
 @pytest.mark.parametrize(
@@ -47,7 +48,8 @@ TWENTY_SECOND = (
         (NINETEENTH, TWENTIETH),
         (TWENTIETH, TWENTY_FIRST),
         (TWENTY_FIRST, TWENTY_SECOND),
-        (TWENTY_SECOND, ()),
+        (TWENTY_SECOND, TWENTY_THIRD),
+        (TWENTY_THIRD, ()),
     ],
     ids=[
         "14th",
@@ -59,6 +61,7 @@ TWENTY_SECOND = (
         "20th (script)",
         "21st (script)",
         "22nd (script)",
+        "23rd (script)",
     ],
 )
 def test_the_script_reproduces_the_hand_run_splits(
