@@ -197,6 +197,21 @@ def _recommend_without_metrics(
     ), model
 
 
+def _fleet(
+    obs: Observation, *, config: PolicyConfig, fleet: tuple[int, float] | None
+) -> tuple[int, float]:
+    """The warmed fleet and the first sample time at its count (`PolicyModel.fleet`):
+    growth starts it anew, a scale-down keeps its time."""
+    assert obs.sample_time is not None
+    if fleet is None and config.first_fleet_steady:
+        return (obs.warmed_replicas, obs.sample_time - config.rate_window_seconds)
+    if fleet is None or obs.warmed_replicas > fleet[0]:
+        return (obs.warmed_replicas, obs.sample_time)
+    if obs.warmed_replicas < fleet[0]:
+        return (obs.warmed_replicas, fleet[1])
+    return fleet
+
+
 def _learn(
     obs: Observation, *, config: PolicyConfig, model: PolicyModel, backlog_draining: bool
 ) -> PolicyModel:
@@ -205,6 +220,8 @@ def _learn(
         return model  # the same sample as last time: nothing new to learn
     model = learn_mix(obs, model=model)
     if backlog_draining:
+        if config.adaptive and config.fleet_while_draining:
+            model = model._replace(fleet=_fleet(obs, config=config, fleet=model.fleet))
         return model._replace(sample_time=obs.sample_time)
     load = work_rate(obs, config=config, model=model)
     fc = state_mod.FORECASTER.update(model.fc, t=obs.sample_time, value=load)
@@ -213,13 +230,7 @@ def _learn(
     share = pressure(obs, config) if adaptive else obs.p99_seconds
     if adaptive and share is not None:
         share *= config.latency_slo_seconds  # every watched signal, in units of its SLO
-    fleet = model.fleet
-    if fleet is None and config.first_fleet_steady:
-        fleet = (obs.warmed_replicas, obs.sample_time - config.rate_window_seconds)
-    elif fleet is None or obs.warmed_replicas > fleet[0]:
-        fleet = (obs.warmed_replicas, obs.sample_time)
-    elif obs.warmed_replicas < fleet[0]:
-        fleet = (obs.warmed_replicas, fleet[1])
+    fleet = _fleet(obs, config=config, fleet=model.fleet)
     # Only a fleet that has not grown within the rate window teaches the capacity: just
     # after a scale-out the window's P99 still shows the backlog of the smaller fleet
     # while the load is already spread over the larger one (azure-conv x4 learned 300
@@ -608,7 +619,8 @@ def recommend(
         # its P99 measures this fleet, not the backlog of a smaller one.
         steady = model.fleet is not None and (
             obs.sample_time is not None
-            and obs.sample_time - model.fleet[1] >= config.rate_window_seconds
+            and obs.sample_time - model.fleet[1]
+            >= (config.burst_steady_seconds or config.rate_window_seconds)
         )
         if (
             urgent.reason == LATENCY_SLO

@@ -707,3 +707,72 @@ def test_a_peak_window_or_share_out_of_range_is_refused_with_what_to_give(
 ) -> None:
     with pytest.raises(ValueError, match=r"give a window of 0 s or more .* 0 < x <= 1"):
         PolicyConfig(scale_down_peak_window_seconds=window, scale_down_peak_share=share)
+
+
+def test_pods_that_join_while_a_backlog_drains_are_not_doubled_again() -> None:
+    """`fleet_while_draining` (docs/policy.md, "Twenty-third split"): a settled fleet, then
+    a step with a queue; the burst asks for more, and while the queue drains all but one
+    of them join, the window's P99 still over the SLO from the backlog. Draining samples
+    teach nothing, and without the flag the record of when the fleet last grew skipped
+    them too: the pods that just joined count as steady and the burst doubles them. With
+    the flag they are a fleet of seconds, and the replicas asked for stay."""
+    results = {}
+    for flag in (False, True):
+        config = replace(CONFIG, fleet_while_draining=flag)
+        r0, st, t = settle(config, rate=1000.0, replicas=3, p99=0.5)
+        step, st = recommender.recommend(
+            replace(obs(t, rate=1500.0, replicas=r0, p99=8.0), queue_depth=60.0),
+            config=config,
+            state=st,
+        )
+        asked = step.replicas
+        assert asked >= 2 * r0, step.message
+        queue = 60.0
+        rec = step
+        for _ in range(3):  # pods join while the queue drains, the P99 still high
+            t += 15.0
+            queue -= 15.0
+            rec, st = recommender.recommend(
+                replace(
+                    obs(t, rate=1500.0, replicas=asked - 1, p99=8.0),
+                    queue_depth=queue,
+                    current_replicas=asked,
+                ),
+                config=config,
+                state=st,
+            )
+            assert "queue draining" in rec.message, rec.message
+        results[flag] = (asked, rec)
+    asked, blind = results[False]
+    assert blind.reason == recommender.LATENCY_SLO
+    assert blind.replicas >= 2 * (asked - 1), blind.message
+    asked, tracked = results[True]
+    assert tracked.replicas == asked, tracked.message
+
+
+@pytest.mark.parametrize(("window", "first"), [(0.0, 60.0), (120.0, 120.0)])
+def test_the_burst_waits_for_its_own_steady_window(window: float, first: float) -> None:
+    """`burst_steady_seconds` (docs/policy.md, "Twenty-third split"): with the burst held
+    for a steady fleet, a fleet that just grew and still shows a P99 over its SLO is
+    multiplied once it has not grown for that long (0: the 60 s rate window)."""
+    config = replace(
+        CONFIG, burst_needs_steady_fleet=True, burst_steady_seconds=window, max_replicas=100
+    )
+    r0, st, t = settle(config, rate=2000.0, replicas=3, p99=0.5)
+    grown = 2 * r0
+    joined = t - 1.0  # the first sample that shows the grown fleet
+    burst_at = None
+    for _ in range(12):
+        rec, st = recommender.recommend(
+            obs(t, rate=2000.0, replicas=grown, p99=6.0), config=config, state=st
+        )
+        if burst_at is None and rec.replicas >= grown * recommender.BURST_CAP:
+            burst_at = t - 1.0 - joined
+        t += 15.0
+    assert burst_at == first
+
+
+@pytest.mark.parametrize("seconds", [-1.0, float("nan")])
+def test_a_negative_burst_window_is_refused_with_what_to_give(seconds: float) -> None:
+    with pytest.raises(ValueError, match=r"burst_steady_seconds .* 0 or more"):
+        PolicyConfig(burst_steady_seconds=seconds)
