@@ -171,8 +171,10 @@ class PolicyConfig:
     # With `adaptive`: a P99 over its SLO multiplies the warmed fleet only once the rate
     # window has seen nothing but the present fleet, also when no replica is pending: the
     # P99 of a window in which pods joined still holds the backlog of the smaller fleet
-    # (docs/policy.md, "Ninth split", H3). False: also when none is pending.
-    burst_needs_steady_fleet: bool = False
+    # (docs/policy.md, "Ninth split", H3). Chosen by the twenty-third split's round
+    # (docs/policy.md, "Twenty-third split"): it kept every window on every tuning case
+    # and seed and cost less. False: also when none is pending.
+    burst_needs_steady_fleet: bool = True
     # With `adaptive`: pods that join while a backlog drains start a new fleet too (the
     # record of when the warmed fleet last grew, which the burst rule above and the
     # capacity model read). Draining samples teach nothing (their served rate is the

@@ -508,12 +508,13 @@ def test_the_latency_margin_holds_only_a_p99_the_load_drives(
 def test_a_fleet_that_just_grew_is_not_multiplied_by_the_p99_of_its_backlog() -> None:
     """`burst_needs_steady_fleet` (docs/policy.md, "Ninth split", H3): pods that joined
     within the rate window, none pending, P99 still over the SLO from the smaller fleet's
-    backlog: the default doubles the fleet again; with the flag it waits until the rate
+    backlog: without the flag the fleet doubles again; with it (the default) it waits until the rate
     window has seen only the present fleet, then multiplies if the P99 is still over."""
     steady_only = replace(CONFIG, burst_needs_steady_fleet=True)
+    anytime = replace(CONFIG, burst_needs_steady_fleet=False)
     results = {}
     before = {}
-    for config in (CONFIG, steady_only):
+    for config in (anytime, steady_only):
         r0, st, t = settle(config, rate=2000.0, replicas=3, p99=0.5)
         before[config.burst_needs_steady_fleet] = r0
         grown = 2 * r0
