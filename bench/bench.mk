@@ -4,8 +4,12 @@ SEEDS ?= 1
 BENCH_WORKERS ?= 2
 
 .PHONY: bench
-bench: $(STAMP) ## every policy at defaults on every benchmark trace, both tables (30 cases on 2 processes; SEEDS=3 took 36 min 46 s for 30); bench/tables.py prints the summary tables
+bench: $(STAMP) ## every policy at defaults on every benchmark trace, both tables (75 cases on 2 processes; SEEDS=3 took 2 h 31 min on a slow 2-core machine); bench/tables.py prints the summary tables
 	$(PY) bench/run.py --seeds $(SEEDS) --workers $(BENCH_WORKERS)
+
+.PHONY: bench-ours
+bench-ours: $(STAMP) ## after a change to ours alone: ours' rows re-run on every case, every other row kept from the last `make bench` (refused if the replay changed; CACHE=DIR keeps the prepared cases)
+	$(PY) bench/run.py --only modelscale --seeds $(SEEDS) --workers $(BENCH_WORKERS) $(if $(CACHE),--cache $(CACHE))
 
 .PHONY: bench-smooth
 bench-smooth: $(STAMP) ## the aggregate tuning cases with the rate linear between 10-minute window centres instead of steps: how much of the result is the replay's steps (bench-smooth.json/.md)

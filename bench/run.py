@@ -4,6 +4,8 @@
     .venv/bin/python bench/run.py --refresh-best   # bench.md's at-best lines from sweep.json
     .venv/bin/python bench/run.py --smooth [...]   # the aggregate tuning cases, rate linear
                                                    # between window centres: bench-smooth.*
+    .venv/bin/python bench/run.py --only modelscale [--case ...] [--cache DIR] [...]
+                                                   # ours' rows alone, every other row kept
 
 Per trace: the exact `modelscale simulate` command, the SLO feasibility verdict, the lower
 bound beside the oracle, and two tables: policy vs policy (every peer behind the same
@@ -15,12 +17,23 @@ at-best half (cheaper than every gated peer at its best, within 1.15x) needs the
 bench/results/bench.json and bench/results/bench.md; with `--case` only those cases are
 re-run and put into both files, every other case kept as the last run wrote it (a
 held-out run with the defaults unchanged: the tuning rows would come out identical).
+
+With `--only POLICY` only that policy's rows (both tables, its intervals, and for ours the
+defaults goal) are re-run and written into both files; every other row is kept as the
+last full run wrote it. That is for a change to one policy alone (a freeze of ours'
+defaults): the peers, the static fleet and the oracle do not read ours' settings, and the
+replay is deterministic per seed, so their rows would come out identical. The run checks
+that: each case's lower bound and oracle, computed again, must equal what bench.json
+holds, or nothing is written (the simulator changed: run the full benchmark). `--cache
+DIR` keeps each prepared case (load test, bound, oracle) as bench/tune.py does, in the
+same files. Each re-run is recorded in the case's `rerun_alone` and in bench.md's tail.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import pickle
 import sys
 import time
 from collections.abc import Sequence
@@ -87,6 +100,165 @@ def load(case: Case, seed: int) -> trace_mod.Trace:
 
 def prepare(case: Case, seed: int) -> suite.Setup:
     return suite.prepare(load(case, seed), dt=case.dt, seed=seed)
+
+
+def prepared(case: Case, seed: int, cache: Path | None) -> suite.Setup:
+    """`prepare`, kept in `cache` as a pickle when one is given (bench/tune.py's files)."""
+    suffix = "" if seed == 0 else f"-seed{seed}"
+    path = None if cache is None else cache / f"setup-{case.name}{suffix}.pkl"
+    if path is not None and path.exists():
+        setup: suite.Setup = pickle.loads(path.read_bytes())  # our own cache file
+        return setup
+    setup = prepare(case, seed)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(pickle.dumps(setup))
+    return setup
+
+
+@dataclass
+class AloneResult:
+    """One case's re-run of some policies alone (`--only`), over all seeds."""
+
+    case: Case
+    tables: dict[str, dict[str, Figures]] = field(default_factory=dict)
+    cis: dict[str, dict[str, dict[str, Interval]]] = field(default_factory=dict)
+    seeds_met: list[bool] = field(default_factory=list)
+    lower_bound: list[float] = field(default_factory=list)
+    oracle_rs: list[float] = field(default_factory=list)
+    feasible: bool = True
+    elapsed_s: float = 0.0
+
+
+def run_alone(case: Case, *, names: tuple[str, ...], seeds: int, cache: Path | None) -> AloneResult:
+    """`names` alone on `case`, every seed (a worker process runs this)."""
+    began = time.perf_counter()
+    out = AloneResult(case)
+    per: dict[str, dict[str, list[Figures]]] = {t: {} for t in suite.TABLES}
+    for seed in range(seeds):
+        try:
+            setup = prepared(case, seed, cache)
+        except bound.InfeasibleCapacityError:
+            out.feasible = False
+            break
+        if not setup.feasibility.feasible:
+            out.feasible = False
+            break
+        assert setup.lower_bound is not None
+        out.lower_bound.append(setup.lower_bound.replica_seconds)
+        out.oracle_rs.append(suite.evaluate(setup, setup.oracle_run.result).replica_seconds)
+        runs = suite.run_tables(setup, names)
+        for t in suite.TABLES:
+            for n, (_, f) in runs[t].items():
+                per[t].setdefault(n, []).append(f)
+        if suite.OURS in names:
+            out.seeds_met.append(meets_defaults_goal(runs["gated"][suite.OURS][1]))
+    for t, pols in per.items():
+        out.tables[t], out.cis[t] = {}, {}
+        for n, fs in pols.items():
+            out.tables[t][n], out.cis[t][n] = figures.aggregate(fs)
+    out.elapsed_s = time.perf_counter() - began
+    return out
+
+
+def alone_mismatch(res: AloneResult, entry: dict[str, Any]) -> str | None:
+    """Why `res` cannot be put beside the rows of bench.json's `entry`, or None: the
+    feasibility, the seeds, the lower bound and the oracle must be those of the full run
+    (the last two to 0.1 replica-s, as bench.json rounds them)."""
+    name = res.case.name
+    if res.feasible != bool(entry.get("slo_feasible")):
+        return f"{name}: the SLO's feasibility differs from bench.json's"
+    if not res.feasible:
+        return None
+    if len(res.lower_bound) != entry.get("seeds"):
+        return f"{name}: {len(res.lower_bound)} seed(s) here, {entry.get('seeds')} in bench.json"
+    bound_rs = round(sum(res.lower_bound) / len(res.lower_bound), 1)
+    if abs(bound_rs - float(entry["lower_bound_replica_seconds"])) > 0.11:
+        return (
+            f"{name}: lower bound {bound_rs:,.1f} replica-s here, "
+            f"{entry['lower_bound_replica_seconds']:,.1f} in bench.json"
+        )
+    oracle = round(sum(res.oracle_rs) / len(res.oracle_rs), 1)
+    was = float(entry["policies_gated"][suite.ORACLE]["replica_seconds"])
+    if abs(oracle - was) > 0.11:
+        return f"{name}: oracle {oracle:,.1f} replica-s here, {was:,.1f} in bench.json"
+    return None
+
+
+def merge_alone(entry: dict[str, Any], res: AloneResult, *, date: str) -> dict[str, Any]:
+    """bench.json's `entry` with the rows `res` re-ran put in, every other row kept."""
+    out = json.loads(json.dumps(entry))
+    if not res.feasible:
+        return out
+    for t, key in (("gated", "policies_gated"), ("as_deployed", "policies")):
+        for n, f in res.tables[t].items():
+            out[key][n] = f.to_dict()
+    for n, ci in res.cis["gated"].items():
+        out["intervals_gated"][n] = {
+            k: [round(ci[k].low, 4), round(ci[k].high, 4)] for k in INTERVAL_FIELDS
+        }
+    if res.seeds_met:
+        out["defaults_goal_met_per_seed"] = res.seeds_met
+    for n in res.tables["gated"]:
+        out.setdefault("rerun_alone", {})[n] = date
+    return out
+
+
+def patch_section(lines: list[str], res: AloneResult, *, seeds: int) -> list[str]:
+    """A bench.md case section with the table rows of the policies `res` re-ran
+    replaced, in each table, and ours' defaults-goal line if ours was among them."""
+    if not res.feasible:
+        return lines
+    bound_rs = sum(res.lower_bound) / len(res.lower_bound)
+    rows = {
+        t: {
+            n: markdown({n: f}, {n: res.cis[t][n]}, bound_rs=bound_rs, seeds=seeds).splitlines()[-1]
+            for n, f in res.tables[t].items()
+        }
+        for t in suite.TABLES
+    }
+    goal = None
+    if suite.OURS in res.tables["gated"]:
+        shell = CaseResult(res.case, seeds_met=res.seeds_met)
+        shell.tables["gated"] = res.tables["gated"]
+        goal = f"Goal, {defaults_goal(shell)[1]}"
+    out: list[str] = []
+    table: str | None = None
+    for line in lines:
+        for t, title in TITLES.items():
+            if line.startswith(title):
+                table = t
+        new = line
+        if table is not None and line.startswith("| "):
+            new = rows[table].get(line[2:].split(" |", 1)[0], line)
+        if goal is not None and line.startswith("Goal, defaults:"):
+            new = goal
+        out.append(new)
+    return out
+
+
+def splice_alone(md: str, results: dict[str, AloneResult], *, seeds: int, tail: str) -> str:
+    """bench.md with each re-run case's section patched (`patch_section`) and `tail`
+    added after the run's total line; every other line as it was."""
+    out: list[str] = []
+    section: list[str] = []
+    name: str | None = None
+
+    def flush() -> None:
+        out.extend(
+            patch_section(section, results[name], seeds=seeds)
+            if name is not None and name in results
+            else section
+        )
+        section.clear()
+
+    for line in md.rstrip("\n").splitlines():
+        if line.startswith("### ") or line.startswith("## ") or line.startswith("total "):
+            flush()
+            name = section_name(line) if line.startswith("### ") else None
+        section.append(line)
+    flush()
+    return "\n".join([*out, tail]) + "\n"
 
 
 def run_case(
@@ -421,6 +593,18 @@ def main() -> int:
         "stepping at boundaries (a sensitivity check; results to bench-smooth.json/.md)",
     )
     parser.add_argument(
+        "--only",
+        action="append",
+        choices=list(suite.DEFAULT_POLICIES),
+        help="re-run only this policy (repeatable), keeping every other row of bench.json "
+        "and bench.md; for a change to that policy alone",
+    )
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        help="with --only: keep each prepared case here (bench/tune.py's files)",
+    )
+    parser.add_argument(
         "--refresh-best",
         action="store_true",
         help="run nothing: rewrite bench.md's at-best lines from sweep.json as it is now",
@@ -436,6 +620,12 @@ def main() -> int:
         parser.error("--seeds must be between 1 and 30")
     if not 1 <= args.workers <= 16:
         parser.error("--workers must be between 1 and 16")
+    if args.cache is not None and not args.only:
+        parser.error("--cache: only with --only (the full run prepares each case once)")
+    if args.only:
+        if args.smooth or args.plots:
+            parser.error("--only: not with --smooth or --plots")
+        return run_only(parser, args)
     require_every_policy()
     # Tuning cases first, then the held-out ones; each section in CASES order.
     chosen = [
@@ -486,6 +676,60 @@ def main() -> int:
             f"({args.seeds} seed(s), {total:.0f} s)"
         )
         page.write_text(splice(page.read_text(), sections, CASES, tail))
+    return 0
+
+
+def run_only(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """`--only`: the named policies re-run on the chosen cases (all by default), put into
+    bench.json and bench.md beside the rows the last full run wrote."""
+    md_path, js_path = OUT / "bench.md", OUT / "bench.json"
+    if not md_path.exists() or not js_path.exists():
+        parser.error(f"--only: {md_path} and {js_path} come from `make bench`; run it first")
+    doc = json.loads(js_path.read_text())
+    names = tuple(dict.fromkeys(args.only))
+    chosen = [c for c in CASES if not args.case or c.name in args.case]
+    missing = [c.name for c in chosen if c.name not in doc]
+    if missing:
+        parser.error(f"--only: not in {js_path} (run them in full first): {', '.join(missing)}")
+    seeds = {doc[c.name].get("seeds") for c in chosen if doc[c.name].get("slo_feasible")}
+    if seeds - {args.seeds}:
+        parser.error(
+            f"--only: bench.json's cases ran with {sorted(seeds)} seed(s); give as many "
+            "(--seeds N, or SEEDS=N with make)"
+        )
+    began = time.perf_counter()
+    results: dict[str, AloneResult] = {}
+    with ProcessPoolExecutor(args.workers) if args.workers > 1 else nullcontext() as pool:
+        run = partial(run_alone, names=names, seeds=args.seeds, cache=args.cache)
+        done = pool.map(run, chosen) if pool is not None else map(run, chosen)
+        for case, res in zip(chosen, done, strict=True):
+            why = alone_mismatch(res, doc[case.name])
+            if why is not None:
+                sys.exit(f"--only: {why}; nothing written (the replay changed: run `make bench`)")
+            results[case.name] = res
+            if res.feasible:
+                old = doc[case.name]["policies_gated"]
+                print(
+                    f"{case.name}: "
+                    + "; ".join(
+                        f"{n} {f.slo_attainment_windows:.2%} at {f.excess_over_oracle + 1:.3f}x"
+                        f" (was {old[n]['slo_attainment_windows']:.2%} at "
+                        f"{old[n]['excess_over_oracle'] + 1:.3f}x)"
+                        for n, f in res.tables["gated"].items()
+                    ),
+                    flush=True,
+                )
+    total = time.perf_counter() - began
+    date = time.strftime("%Y-%m-%d")
+    for name, res in results.items():
+        doc[name] = merge_alone(doc[name], res, date=date)
+    js_path.write_text(json.dumps(doc, indent=1) + "\n")
+    tail = (
+        f"re-run alone since, {date}: {', '.join(names)} on {len(results)} case(s), every "
+        f"other row from the run above ({args.seeds} seed(s), {total:.0f} s)"
+    )
+    md_path.write_text(splice_alone(md_path.read_text(), results, seeds=args.seeds, tail=tail))
+    print(f"total {total:.0f} s")
     return 0
 
 

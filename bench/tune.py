@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import pickle
 import re
 import sys
 import time
@@ -94,16 +93,7 @@ def error_overrides(items: list[str]) -> dict[str, float | bool | None]:
 
 def prepared(case_name: str, cache: Path | None, seed: int = 0) -> suite.Setup:
     case = next(c for c in CASES if c.name == case_name)
-    suffix = "" if seed == 0 else f"-seed{seed}"
-    path = None if cache is None else cache / f"setup-{case.name}{suffix}.pkl"
-    if path is not None and path.exists():
-        setup: suite.Setup = pickle.loads(path.read_bytes())  # our own cache file
-        return setup
-    setup = bench_run.prepare(case, seed)
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(pickle.dumps(setup))
-    return setup
+    return bench_run.prepared(case, seed, cache)
 
 
 class Row(NamedTuple):

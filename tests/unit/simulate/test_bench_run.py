@@ -5,6 +5,7 @@ can pass while a seed misses)."""
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
 import run  # bench/ is a scripts directory, put on the path above
 from cases import CASES
 
+from modelscale.simulate import figures as figures_mod
 from modelscale.simulate import suite
 from modelscale.simulate.figures import Figures
 
@@ -141,3 +143,53 @@ def test_a_partial_run_puts_its_cases_into_bench_md_and_keeps_every_other_sectio
     again = run.splice(out, {}, [*tuning, *held], "re-run alone since, today: nothing")
     assert again.count("### ") == 4 and "total 3229 s\nre-run alone since, today: h0" in again
     assert run.section_name(f"### {t2}{run.HELD_OUT_WHEN_RUN}") == t2
+
+
+def alone(case_name: str, ours_figs: Figures, *, oracle_rs: float = 1000.0) -> run.AloneResult:
+    """A `--only modelscale` result: ours in both tables, 3 seeds, the given oracle."""
+    case = next(c for c in CASES if c.name == case_name)
+    res = run.AloneResult(case, lower_bound=[500.0] * 3, oracle_rs=[oracle_rs] * 3)
+    for table in suite.TABLES:
+        fig, cis = figures_mod.aggregate([ours_figs] * 3)
+        res.tables[table], res.cis[table] = {suite.OURS: fig}, {suite.OURS: cis}
+    res.seeds_met = [run.meets_defaults_goal(ours_figs)] * 3
+    return res
+
+
+def test_a_run_of_ours_alone_replaces_its_rows_and_goal_and_keeps_every_peer_row() -> None:
+    """`--only modelscale`: after a freeze of ours' defaults, only ours' rows, intervals and
+    defaults goal change, in bench.json and in both tables of bench.md; every peer's row
+    stays as the full run wrote it, the page says what was re-run, and a run whose oracle
+    differs from the full run's (the replay changed) is refused."""
+    name = next(c.name for c in CASES if not c.held_out)
+    full = run.CaseResult(next(c for c in CASES if c.name == name), seeds_met=[False] * 3)
+    full.lower_bound, full.oracle_meets, full.feasible = [500.0] * 3, [True] * 3, True
+    peer = replace(ours(0.995, 1.30), scale_events=7)
+    oracle = replace(ours(1.0, 1.0), replica_seconds=1000.0)
+    for table in suite.TABLES:
+        full.tables[table], full.cis[table] = {}, {}
+        for n, f in ((suite.OURS, ours(0.98, 1.40)), ("hpa", peer), (suite.ORACLE, oracle)):
+            full.tables[table][n], full.cis[table][n] = figures_mod.aggregate([f] * 3)
+    md = "\n".join([run.TITLE[False] + "\n", run.render(full, 3, None), "total 99 s", ""])
+    entry = run.to_json(full)
+    res = alone(name, ours(1.0, 1.20))
+    assert run.alone_mismatch(res, entry) is None
+    merged = run.merge_alone(entry, res, date="2026-12-06")
+    assert merged["policies_gated"][suite.OURS]["excess_over_oracle"] == pytest.approx(0.2)
+    assert merged["policies"][suite.OURS] == merged["policies_gated"][suite.OURS]
+    assert merged["policies_gated"]["hpa"] == entry["policies_gated"]["hpa"]
+    assert merged["defaults_goal_met_per_seed"] == [True] * 3
+    assert merged["rerun_alone"] == {suite.OURS: "2026-12-06"}
+    assert entry["defaults_goal_met_per_seed"] == [False] * 3  # the input is not touched
+    out = run.splice_alone(md, {name: res}, seeds=3, tail="re-run alone since, today")
+    before, after = md.splitlines(), out.splitlines()
+    changed = [(a, b) for a, b in zip(before, after, strict=False) if a != b]
+    ours_rows = [b for _, b in changed if b.startswith(f"| {suite.OURS} |")]
+    assert len(ours_rows) == 2 and all("1.20x" in row for row in ours_rows)
+    goal = [b for _, b in changed if b.startswith("Goal, defaults:")]
+    assert len(goal) == 1 and ": met on the mean of 3 seeds; met on 3 of 3 seeds" in goal[0]
+    assert len(changed) == 3  # nothing else: the peers' rows, the header, the titles
+    assert after[-2:] == ["total 99 s", "re-run alone since, today"]
+    moved = alone(name, ours(1.0, 1.20), oracle_rs=1010.0)
+    why = run.alone_mismatch(moved, entry)
+    assert why is not None and "oracle 1,010.0 replica-s here, 1,000.0 in bench.json" in why
