@@ -4,7 +4,7 @@ SEEDS ?= 1
 BENCH_WORKERS ?= 2
 
 .PHONY: bench
-bench: $(STAMP) ## every policy at defaults on every benchmark trace, both tables (75 cases on 2 processes; SEEDS=3 took 2 h 31 min on a slow 2-core machine); bench/tables.py prints the summary tables
+bench: $(STAMP) ## every policy at defaults on every benchmark trace, both tables (75 cases on 2 processes; SEEDS=3 took 2 h 31 min for 72 on a slow 2-core machine); bench/tables.py prints the summary tables
 	$(PY) bench/run.py --seeds $(SEEDS) --workers $(BENCH_WORKERS)
 
 .PHONY: bench-ours
