@@ -115,9 +115,14 @@ swings). The twenty-second round froze new defaults (d00a792), `make bench SEEDS
 with them, and only then those three were run once; the twenty-third split (2026-12-06)
 moved them into tuning and held out the next three the script printed: servegen-m-large
 day 7, 12:30-14:00 (a midday dip and rebound) and day 13, 23:00-00:30 (a late-night
-hump), and servegen-m-small day 3, 08:00-09:30 (a morning climb). The held-out cases
-(`held_out=True`) are never used to tune anything, and results on them are the honest
-ones.
+hump), and servegen-m-small day 3, 08:00-09:30 (a morning climb). The twenty-third round
+froze new defaults (a241a1b), ours' rows were re-run with them on every case
+(`bench/run.py --only`), and those three were run once in full and swept; the
+twenty-fourth split (2026-12-06) moved them into tuning and held out the next three the
+script printed: servegen-m-large day 9, 02:00-03:30 (a night of dips) and day 9,
+21:30-23:00 (a late fall), and servegen-m-small day 11, 01:00-02:30 (a night jump). The
+held-out cases (`held_out=True`) are never used to tune anything, and results on them
+are the honest ones.
 """
 
 from __future__ import annotations
@@ -406,17 +411,25 @@ CASES = (
     # Day 10, 10:00-11:30: a morning of swings, ~1,568 to ~2,166 req/s at 10:10, ~1,413-2,040
     # after, ~2,155 at 11:10 (x0.03).
     _servegen("servegen-m-small-d10-morning", "m-small", day=10, start_h=10, hours=1.5),
-    # Held out from here on: chosen in the twenty-third split of 2026-12-06 by
-    # `bench/holdout.py`, before anything ran on them.
+    # Held out in the twenty-third split of 2026-12-06 by `bench/holdout.py`, run once and
+    # swept the same day (with a241a1b's defaults): tuning now.
     # Day 7, 12:30-14:00: a midday dip and rebound, ~336-362 to ~229 req/s at 12:50,
     # ~263-387 by 13:20, ~253-292 after (x0.1).
-    _servegen(
-        "servegen-m-large-d7-midday", "m-large", day=7, start_h=12.5, hours=1.5, held_out=True
-    ),
+    _servegen("servegen-m-large-d7-midday", "m-large", day=7, start_h=12.5, hours=1.5),
     # Day 13, 23:00-00:30: a late-night hump, ~112 to ~241-268 req/s from 23:30, ~123-167
     # after midnight (x0.1).
-    _servegen("servegen-m-large-d13-late", "m-large", day=13, start_h=23, hours=1.5, held_out=True),
+    _servegen("servegen-m-large-d13-late", "m-large", day=13, start_h=23, hours=1.5),
     # Day 3, 08:00-09:30: a morning climb, ~1,038 to ~1,410 req/s at 08:40, ~1,588-1,788
     # from 09:10 (x0.03).
-    _servegen("servegen-m-small-d3-am", "m-small", day=3, start_h=8, hours=1.5, held_out=True),
+    _servegen("servegen-m-small-d3-am", "m-small", day=3, start_h=8, hours=1.5),
+    # Held out from here on: chosen in the twenty-fourth split of 2026-12-06 by
+    # `bench/holdout.py`, before anything ran on them.
+    # Day 9, 02:00-03:30: a night of dips, ~295-386 req/s, ~281 at 03:00 and ~235 at 03:10,
+    # ~367 at 03:20 (x0.1).
+    _servegen("servegen-m-large-d9-early", "m-large", day=9, start_h=2, hours=1.5, held_out=True),
+    # Day 9, 21:30-23:00: a late fall, ~276 to ~151 req/s by 21:50, ~127-177 after (x0.1).
+    _servegen("servegen-m-large-d9-late", "m-large", day=9, start_h=21.5, hours=1.5, held_out=True),
+    # Day 11, 01:00-02:30: a night jump, ~815-855 to ~1,419 req/s at 01:40, ~1,125-1,525
+    # after (x0.03).
+    _servegen("servegen-m-small-d11-night", "m-small", day=11, start_h=1, hours=1.5, held_out=True),
 )

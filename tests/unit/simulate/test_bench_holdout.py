@@ -35,6 +35,11 @@ TWENTY_SECOND = (
     "servegen-m-small-d10-morning",
 )
 TWENTY_THIRD = ("servegen-m-large-d7-midday", "servegen-m-large-d13-late", "servegen-m-small-d3-am")
+TWENTY_FOURTH = (
+    "servegen-m-large-d9-early",
+    "servegen-m-large-d9-late",
+    "servegen-m-small-d11-night",
+)
 
 
 @pytest.mark.parametrize(
@@ -49,7 +54,8 @@ TWENTY_THIRD = ("servegen-m-large-d7-midday", "servegen-m-large-d13-late", "serv
         (TWENTIETH, TWENTY_FIRST),
         (TWENTY_FIRST, TWENTY_SECOND),
         (TWENTY_SECOND, TWENTY_THIRD),
-        (TWENTY_THIRD, ()),
+        (TWENTY_THIRD, TWENTY_FOURTH),
+        (TWENTY_FOURTH, ()),
     ],
     ids=[
         "14th",
@@ -62,6 +68,7 @@ TWENTY_THIRD = ("servegen-m-large-d7-midday", "servegen-m-large-d13-late", "serv
         "21st (script)",
         "22nd (script)",
         "23rd (script)",
+        "24th (script)",
     ],
 )
 def test_the_script_reproduces_the_hand_run_splits(
