@@ -621,6 +621,8 @@ def recommend(
             obs.sample_time is not None
             and obs.sample_time - model.fleet[1]
             >= (config.burst_steady_seconds or config.rate_window_seconds)
+            # Pods that joined while a backlog drained are not in the record yet.
+            and (not config.burst_fleet_seen or model.fleet[0] >= obs.warmed_replicas)
         )
         if (
             urgent.reason == LATENCY_SLO

@@ -184,6 +184,15 @@ class PolicyConfig:
     # asked for to 16 while the need was 8-10, and held them for the stabilisation window
     # (docs/policy.md, "Twenty-third split"). False: the record skips draining samples.
     fleet_while_draining: bool = False
+    # With `adaptive`: the burst rule counts the fleet as steady only once the record of
+    # when it last grew (`PolicyModel.fleet`) has seen the present warmed count. Pods that
+    # join while a backlog drains are not in the record (draining samples skip it, so the
+    # capacity model does not learn from them), and without this the burst took them for a
+    # fleet steady over the whole rate window and doubled them. Unlike
+    # `fleet_while_draining` the capacity model's record is left as it is: keeping it
+    # through drains held the capacity's learning back after each one and cost windows
+    # (docs/policy.md, "Twenty-third split", variant 3). False: the record's time alone.
+    burst_fleet_seen: bool = False
     # With `adaptive`: the burst rule counts the fleet as steady once it has not grown
     # for this many seconds. The P99 lags the rate: requests that waited in the queue
     # finish, and are measured, after it drained, so a fleet warm for one rate window

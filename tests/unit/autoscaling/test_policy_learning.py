@@ -751,6 +751,56 @@ def test_pods_that_join_while_a_backlog_drains_are_not_doubled_again() -> None:
     assert tracked.replicas == asked, tracked.message
 
 
+def test_the_burst_waits_for_the_record_to_see_pods_that_joined_while_draining() -> None:
+    """`burst_fleet_seen` (docs/policy.md, "Twenty-fourth split"): the scene above, with
+    the capacity's record left as it is (it skips draining samples). Without the flag the
+    pods that joined during the drain count as steady and the burst doubles them; with it
+    the burst waits until the record has seen them, and the replicas asked for stay. Once
+    the queue is empty, the record starts the grown fleet and the burst may act a rate
+    window later if the P99 is still over."""
+    results = {}
+    for flag in (False, True):
+        config = replace(CONFIG, burst_fleet_seen=flag)
+        r0, st, t = settle(config, rate=1000.0, replicas=3, p99=0.5)
+        step, st = recommender.recommend(
+            replace(obs(t, rate=1500.0, replicas=r0, p99=8.0), queue_depth=60.0),
+            config=config,
+            state=st,
+        )
+        asked = step.replicas
+        queue = 60.0
+        rec = step
+        for _ in range(3):
+            t += 15.0
+            queue -= 15.0
+            rec, st = recommender.recommend(
+                replace(
+                    obs(t, rate=1500.0, replicas=asked - 1, p99=8.0),
+                    queue_depth=queue,
+                    current_replicas=asked,
+                ),
+                config=config,
+                state=st,
+            )
+            assert "queue draining" in rec.message, rec.message
+        results[flag] = (asked, rec)
+        if flag:
+            assert rec.replicas == asked, rec.message
+            later = []
+            for _ in range(8):  # drained; the grown fleet, all warm, still over its SLO
+                t += 15.0
+                rec, st = recommender.recommend(
+                    replace(obs(t, rate=1500.0, replicas=asked, p99=8.0), queue_depth=0.0),
+                    config=config,
+                    state=st,
+                )
+                later.append(rec.replicas)
+            assert later[0] <= asked + 1, later  # one replica at a time, no doubling yet
+            assert max(later) >= asked * recommender.BURST_CAP - 1, later
+    asked, blind = results[False]
+    assert blind.replicas >= 2 * (asked - 1), blind.message
+
+
 @pytest.mark.parametrize(("window", "first"), [(0.0, 60.0), (120.0, 120.0)])
 def test_the_burst_waits_for_its_own_steady_window(window: float, first: float) -> None:
     """`burst_steady_seconds` (docs/policy.md, "Twenty-third split"): with the burst held
