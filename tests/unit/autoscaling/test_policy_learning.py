@@ -13,7 +13,7 @@ from dataclasses import replace
 import pytest
 
 from modelscale.autoscaling import adapt, recommender, state
-from modelscale.autoscaling.types import Observation, PolicyConfig, ScalingState
+from modelscale.autoscaling.types import Observation, PolicyConfig, Recommendation, ScalingState
 
 T0 = 1_700_438_400.0
 PRIOR = 500.0  # the API default tokensPerSecondPerReplica
@@ -710,95 +710,74 @@ def test_a_peak_window_or_share_out_of_range_is_refused_with_what_to_give(
         PolicyConfig(scale_down_peak_window_seconds=window, scale_down_peak_share=share)
 
 
-def test_pods_that_join_while_a_backlog_drains_are_not_doubled_again() -> None:
-    """`fleet_while_draining` (docs/policy.md, "Twenty-third split"): a settled fleet, then
-    a step with a queue; the burst asks for more, and while the queue drains all but one
-    of them join, the window's P99 still over the SLO from the backlog. Draining samples
-    teach nothing, and without the flag the record of when the fleet last grew skipped
-    them too: the pods that just joined count as steady and the burst doubles them. With
-    the flag they are a fleet of seconds, and the replicas asked for stay."""
-    results = {}
-    for flag in (False, True):
-        config = replace(CONFIG, fleet_while_draining=flag)
-        r0, st, t = settle(config, rate=1000.0, replicas=3, p99=0.5)
-        step, st = recommender.recommend(
-            replace(obs(t, rate=1500.0, replicas=r0, p99=8.0), queue_depth=60.0),
+def join_while_draining(
+    config: PolicyConfig,
+) -> tuple[int, Recommendation, ScalingState, float]:
+    """A settled fleet, then a step with a queue; the burst asks for more, and while the
+    queue drains all but one of them join, the window's P99 still over the SLO from the
+    backlog. Returns the replicas asked for, the last recommendation, state and time."""
+    r0, st, t = settle(config, rate=1000.0, replicas=3, p99=0.5)
+    step, st = recommender.recommend(
+        replace(obs(t, rate=1500.0, replicas=r0, p99=8.0), queue_depth=60.0),
+        config=config,
+        state=st,
+    )
+    asked = step.replicas
+    assert asked >= 2 * r0, step.message
+    queue = 60.0
+    rec = step
+    for _ in range(3):  # pods join while the queue drains, the P99 still high
+        t += 15.0
+        queue -= 15.0
+        rec, st = recommender.recommend(
+            replace(
+                obs(t, rate=1500.0, replicas=asked - 1, p99=8.0),
+                queue_depth=queue,
+                current_replicas=asked,
+            ),
             config=config,
             state=st,
         )
-        asked = step.replicas
-        assert asked >= 2 * r0, step.message
-        queue = 60.0
-        rec = step
-        for _ in range(3):  # pods join while the queue drains, the P99 still high
-            t += 15.0
-            queue -= 15.0
-            rec, st = recommender.recommend(
-                replace(
-                    obs(t, rate=1500.0, replicas=asked - 1, p99=8.0),
-                    queue_depth=queue,
-                    current_replicas=asked,
-                ),
-                config=config,
-                state=st,
-            )
-            assert "queue draining" in rec.message, rec.message
-        results[flag] = (asked, rec)
-    asked, blind = results[False]
+        assert "queue draining" in rec.message, rec.message
+    return asked, rec, st, t
+
+
+def test_pods_that_join_while_a_backlog_drains_are_not_doubled_again() -> None:
+    """`fleet_while_draining` (docs/policy.md, "Twenty-third split"), in the scene of
+    `join_while_draining`. Draining samples teach nothing, and without the flag the record
+    of when the fleet last grew skipped them too: the pods that just joined count as
+    steady and the burst doubles them. With the flag they are a fleet of seconds, and the
+    replicas asked for stay."""
+    asked, blind, _, _ = join_while_draining(replace(CONFIG, fleet_while_draining=False))
     assert blind.reason == recommender.LATENCY_SLO
     assert blind.replicas >= 2 * (asked - 1), blind.message
-    asked, tracked = results[True]
+    asked, tracked, _, _ = join_while_draining(replace(CONFIG, fleet_while_draining=True))
     assert tracked.replicas == asked, tracked.message
 
 
 def test_the_burst_waits_for_the_record_to_see_pods_that_joined_while_draining() -> None:
-    """`burst_fleet_seen` (docs/policy.md, "Twenty-fourth split"): the scene above, with
+    """`burst_fleet_seen` (docs/policy.md, "Twenty-fourth split"): the same scene, with
     the capacity's record left as it is (it skips draining samples). Without the flag the
     pods that joined during the drain count as steady and the burst doubles them; with it
     the burst waits until the record has seen them, and the replicas asked for stay. Once
     the queue is empty, the record starts the grown fleet and the burst may act a rate
     window later if the P99 is still over."""
-    results = {}
-    for flag in (False, True):
-        config = replace(CONFIG, burst_fleet_seen=flag)
-        r0, st, t = settle(config, rate=1000.0, replicas=3, p99=0.5)
-        step, st = recommender.recommend(
-            replace(obs(t, rate=1500.0, replicas=r0, p99=8.0), queue_depth=60.0),
+    asked, blind, _, _ = join_while_draining(replace(CONFIG, burst_fleet_seen=False))
+    assert blind.replicas >= 2 * (asked - 1), blind.message
+    config = replace(CONFIG, burst_fleet_seen=True)
+    asked, rec, st, t = join_while_draining(config)
+    assert rec.replicas == asked, rec.message
+    later = []
+    for _ in range(8):  # drained; the grown fleet, all warm, still over its SLO
+        t += 15.0
+        rec, st = recommender.recommend(
+            replace(obs(t, rate=1500.0, replicas=asked, p99=8.0), queue_depth=0.0),
             config=config,
             state=st,
         )
-        asked = step.replicas
-        queue = 60.0
-        rec = step
-        for _ in range(3):
-            t += 15.0
-            queue -= 15.0
-            rec, st = recommender.recommend(
-                replace(
-                    obs(t, rate=1500.0, replicas=asked - 1, p99=8.0),
-                    queue_depth=queue,
-                    current_replicas=asked,
-                ),
-                config=config,
-                state=st,
-            )
-            assert "queue draining" in rec.message, rec.message
-        results[flag] = (asked, rec)
-        if flag:
-            assert rec.replicas == asked, rec.message
-            later = []
-            for _ in range(8):  # drained; the grown fleet, all warm, still over its SLO
-                t += 15.0
-                rec, st = recommender.recommend(
-                    replace(obs(t, rate=1500.0, replicas=asked, p99=8.0), queue_depth=0.0),
-                    config=config,
-                    state=st,
-                )
-                later.append(rec.replicas)
-            assert later[0] <= asked + 1, later  # one replica at a time, no doubling yet
-            assert max(later) >= asked * recommender.BURST_CAP - 1, later
-    asked, blind = results[False]
-    assert blind.replicas >= 2 * (asked - 1), blind.message
+        later.append(rec.replicas)
+    assert later[0] <= asked + 1, later  # one replica at a time, no doubling yet
+    assert max(later) >= asked * recommender.BURST_CAP - 1, later
 
 
 @pytest.mark.parametrize(("window", "first"), [(0.0, 60.0), (120.0, 120.0)])
