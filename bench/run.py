@@ -679,6 +679,15 @@ def main() -> int:
     return 0
 
 
+def only_cases(
+    cases: Sequence[Case], doc: dict[str, Any], named: Sequence[str] | None
+) -> tuple[list[Case], list[str]]:
+    """The cases `--only` re-runs (those named, or every case) that bench.json holds, and
+    the names of those it does not: a case never run in full has no peers' rows to keep."""
+    wanted = [c for c in cases if not named or c.name in named]
+    return [c for c in wanted if c.name in doc], [c.name for c in wanted if c.name not in doc]
+
+
 def run_only(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     """`--only`: the named policies re-run on the chosen cases (all by default), put into
     bench.json and bench.md beside the rows the last full run wrote."""
@@ -687,10 +696,15 @@ def run_only(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         parser.error(f"--only: {md_path} and {js_path} come from `make bench`; run it first")
     doc = json.loads(js_path.read_text())
     names = tuple(dict.fromkeys(args.only))
-    chosen = [c for c in CASES if not args.case or c.name in args.case]
-    missing = [c.name for c in chosen if c.name not in doc]
-    if missing:
-        parser.error(f"--only: not in {js_path} (run them in full first): {', '.join(missing)}")
+    chosen, unrun = only_cases(CASES, doc, args.case)
+    if args.case and unrun:
+        parser.error(f"--only: not in {js_path} (run them in full first): {', '.join(unrun)}")
+    if unrun:  # cases of a new split, never run: they need every policy's rows first
+        print(
+            f"--only: left out, not in {js_path} (run them in full first with "
+            f"`bench/run.py --case NAME`): {', '.join(unrun)}",
+            flush=True,
+        )
     seeds = {doc[c.name].get("seeds") for c in chosen if doc[c.name].get("slo_feasible")}
     if seeds - {args.seeds}:
         parser.error(

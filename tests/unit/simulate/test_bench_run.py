@@ -193,3 +193,15 @@ def test_a_run_of_ours_alone_replaces_its_rows_and_goal_and_keeps_every_peer_row
     moved = alone(name, ours(1.0, 1.20), oracle_rs=1010.0)
     why = run.alone_mismatch(moved, entry)
     assert why is not None and "oracle 1,010.0 replica-s here, 1,000.0 in bench.json" in why
+
+
+def test_a_run_of_ours_alone_leaves_out_cases_never_run_in_full_and_names_them() -> None:
+    """A new split's held-out cases are not in bench.json until they run in full: `--only`
+    over every case re-runs the others and names these; asked for by name, they stop it
+    (main() turns the returned names into an error)."""
+    doc = {c.name: {} for c in CASES if not c.held_out}
+    new = [c.name for c in CASES if c.held_out]
+    chosen, unrun = run.only_cases(CASES, doc, None)
+    assert [c.name for c in chosen] == list(doc) and unrun == new
+    chosen, unrun = run.only_cases(CASES, doc, [new[0], next(iter(doc))])
+    assert [c.name for c in chosen] == [next(iter(doc))] and unrun == [new[0]]
