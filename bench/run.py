@@ -27,6 +27,7 @@ that: each case's lower bound and oracle, computed again, must equal what bench.
 holds, or nothing is written (the simulator changed: run the full benchmark). `--cache
 DIR` keeps each prepared case (load test, bound, oracle) as bench/tune.py does, in the
 same files. Each re-run is recorded in the case's `rerun_alone` and in bench.md's tail.
+Cases bench.json does not hold (a new split's held-out ones) are left out and named.
 """
 
 from __future__ import annotations
