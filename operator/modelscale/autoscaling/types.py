@@ -191,8 +191,10 @@ class PolicyConfig:
     # fleet steady over the whole rate window and doubled them. Unlike
     # `fleet_while_draining` the capacity model's record is left as it is: keeping it
     # through drains held the capacity's learning back after each one and cost windows
-    # (docs/policy.md, "Twenty-third split", variant 3). False: the record's time alone.
-    burst_fleet_seen: bool = False
+    # (docs/policy.md, "Twenty-third split", variant 3). Chosen by the twenty-fourth
+    # split's round (docs/policy.md, "Twenty-fourth split"): it cost less on the tuning
+    # cases and kept their windows within chance. False: the record's time alone.
+    burst_fleet_seen: bool = True
     # With `adaptive`: the burst rule counts the fleet as steady once it has not grown
     # for this many seconds. The P99 lags the rate: requests that waited in the queue
     # finish, and are measured, after it drained, so a fleet warm for one rate window
