@@ -121,6 +121,11 @@ froze new defaults (a241a1b), ours' rows were re-run with them on every case
 twenty-fourth split (2026-12-06) moved them into tuning and held out the next three the
 script printed: servegen-m-large day 9, 02:00-03:30 (a night of dips) and day 9,
 21:30-23:00 (a late fall), and servegen-m-small day 11, 01:00-02:30 (a night jump). The
+twenty-fourth round froze new defaults (2f2695b), ours' rows were re-run with them on every
+case, and those three were run once in full and swept; the twenty-fifth split
+(2026-12-06) moved them into tuning and held out the next three the script printed:
+servegen-m-large day 1, 12:30-14:00 (a midday climb) and day 8, 19:00-20:30 (an evening
+of swings), and servegen-m-small day 12, 16:00-17:30 (an afternoon peak and fall). The
 held-out cases (`held_out=True`) are never used to tune anything, and results on them
 are the honest ones.
 """
@@ -422,14 +427,29 @@ CASES = (
     # Day 3, 08:00-09:30: a morning climb, ~1,038 to ~1,410 req/s at 08:40, ~1,588-1,788
     # from 09:10 (x0.03).
     _servegen("servegen-m-small-d3-am", "m-small", day=3, start_h=8, hours=1.5),
-    # Held out from here on: chosen in the twenty-fourth split of 2026-12-06 by
-    # `bench/holdout.py`, before anything ran on them.
+    # Held out in the twenty-fourth split of 2026-12-06 by `bench/holdout.py`, run once and
+    # swept the same day (with 2f2695b's defaults): tuning now.
     # Day 9, 02:00-03:30: a night of dips, ~295-386 req/s, ~281 at 03:00 and ~235 at 03:10,
     # ~367 at 03:20 (x0.1).
-    _servegen("servegen-m-large-d9-early", "m-large", day=9, start_h=2, hours=1.5, held_out=True),
+    _servegen("servegen-m-large-d9-early", "m-large", day=9, start_h=2, hours=1.5),
     # Day 9, 21:30-23:00: a late fall, ~276 to ~151 req/s by 21:50, ~127-177 after (x0.1).
-    _servegen("servegen-m-large-d9-late", "m-large", day=9, start_h=21.5, hours=1.5, held_out=True),
+    _servegen("servegen-m-large-d9-late", "m-large", day=9, start_h=21.5, hours=1.5),
     # Day 11, 01:00-02:30: a night jump, ~815-855 to ~1,419 req/s at 01:40, ~1,125-1,525
     # after (x0.03).
-    _servegen("servegen-m-small-d11-night", "m-small", day=11, start_h=1, hours=1.5, held_out=True),
+    _servegen("servegen-m-small-d11-night", "m-small", day=11, start_h=1, hours=1.5),
+    # Held out from here on: chosen in the twenty-fifth split of 2026-12-06 by
+    # `bench/holdout.py`, before anything ran on them.
+    # Day 1, 12:30-14:00: a midday climb, ~189-198 to ~228-238 req/s from 13:00, ~336 at
+    # 13:50 (x0.1).
+    _servegen(
+        "servegen-m-large-d1-midday", "m-large", day=1, start_h=12.5, hours=1.5, held_out=True
+    ),
+    # Day 8, 19:00-20:30: an evening of swings, ~275-362 req/s, ~220 at 20:00, ~309 and ~231
+    # after (x0.1).
+    _servegen("servegen-m-large-d8-eve", "m-large", day=8, start_h=19, hours=1.5, held_out=True),
+    # Day 12, 16:00-17:30: an afternoon peak and fall, ~1,484 to ~1,800 req/s at 16:20,
+    # ~1,096-1,245 from 16:40 (x0.03).
+    _servegen(
+        "servegen-m-small-d12-afternoon", "m-small", day=12, start_h=16, hours=1.5, held_out=True
+    ),
 )

@@ -40,6 +40,11 @@ TWENTY_FOURTH = (
     "servegen-m-large-d9-late",
     "servegen-m-small-d11-night",
 )
+TWENTY_FIFTH = (
+    "servegen-m-large-d1-midday",
+    "servegen-m-large-d8-eve",
+    "servegen-m-small-d12-afternoon",
+)
 
 
 @pytest.mark.parametrize(
@@ -55,7 +60,8 @@ TWENTY_FOURTH = (
         (TWENTY_FIRST, TWENTY_SECOND),
         (TWENTY_SECOND, TWENTY_THIRD),
         (TWENTY_THIRD, TWENTY_FOURTH),
-        (TWENTY_FOURTH, ()),
+        (TWENTY_FOURTH, TWENTY_FIFTH),
+        (TWENTY_FIFTH, ()),
     ],
     ids=[
         "14th",
@@ -69,6 +75,7 @@ TWENTY_FOURTH = (
         "22nd (script)",
         "23rd (script)",
         "24th (script)",
+        "25th (script)",
     ],
 )
 def test_the_script_reproduces_the_hand_run_splits(
