@@ -468,6 +468,12 @@ def recommend_for_forecast(
         # boundary would otherwise give one back and want it again a minute later, and
         # a replica takes the whole horizon to return.
         spare_demand = demand * config.scale_down_hysteresis
+        of_mean = config.scale_down_hysteresis_of_mean if factor is not None else 0.0
+        if of_mean > 0:
+            # The error's margin is already in `demand`: the threshold is a share over
+            # the forecast mean (or the rate now), not a share over that margin too.
+            base = fc.mean if backlog_draining else max(fc.mean, now_rate)
+            spare_demand = max((1.0 + of_mean) * base - demand, 0.0)
         most = config.scale_down_hysteresis_max_replicas
         capped = most > 0 and spare_demand > most * usable
         spare_demand = most * usable if capped else spare_demand
@@ -475,9 +481,14 @@ def recommend_for_forecast(
         if kept > replicas:
             extra = f" and {spare:g} replica(s)" if spare > 0 else ""
             cap_note = f" (at most {most:g} replica(s)' worth)" if capped else ""
+            spare_note = (
+                f"demand under {1.0 + of_mean:.0%} of the forecast mean"
+                if of_mean > 0
+                else f"{config.scale_down_hysteresis:.0%} of spare demand"
+            )
             message += (
-                f"; keeping {_replicas(kept)}: fewer need {config.scale_down_hysteresis:.0%} "
-                f"of spare demand{cap_note}{extra} to scale down"
+                f"; keeping {_replicas(kept)}: fewer need {spare_note}{cap_note}{extra} "
+                "to scale down"
             )
             replicas = kept
     if 0 < replicas < current and adaptive and not idle and model.peak and usable > 0:

@@ -111,6 +111,15 @@ class PolicyConfig:
     # fleet then held 15 where 12 served the SLO for 20 minutes (servegen-m-large day 11,
     # night; docs/policy.md, "Nineteenth split"). 0: no cap (the share alone).
     scale_down_hysteresis_max_replicas: float = 0.0
+    # With `adaptive` and above 0: the hysteresis's margin and the forecast error's do not
+    # stack. Fewer replicas need demand (the forecast mean x its measured error factor, or
+    # the rate now) to fall under (1 + this) x the forecast mean (or the rate now, if
+    # higher), and at least under demand itself, instead of under (1 +
+    # `scale_down_hysteresis`) x demand. In calm (factor ~1.07) 0.35 is today's threshold;
+    # after a step the factor climbs to 1.3-1.4 and today's threshold to 1.6-1.75 x the
+    # mean, which held 18 replicas where 14-15 were asked for for 20 minutes
+    # (servegen-m-large-d8-late; docs/policy.md, "Twenty-fifth split"). 0: off.
+    scale_down_hysteresis_of_mean: float = 0.0
     # The learning policy (docs/policy.md): capacity learned from the pods' P99 with the
     # spec's value as a prior, headroom from the measured forecast error, a correction
     # from SLO misses, step and burst response, no hysteresis at zero demand. False: the
@@ -246,6 +255,11 @@ class PolicyConfig:
     scale_down_small_fleet: int = 2
 
     def __post_init__(self) -> None:
+        if not self.scale_down_hysteresis_of_mean >= 0.0:
+            raise ValueError(
+                f"scale_down_hysteresis_of_mean {self.scale_down_hysteresis_of_mean!r}: give "
+                "a share of the forecast mean, 0 or more (0: off)"
+            )
         if not self.scale_down_hysteresis_max_replicas >= 0.0:
             raise ValueError(
                 f"scale_down_hysteresis_max_replicas {self.scale_down_hysteresis_max_replicas!r}: "

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
+import re
 from dataclasses import replace
 
 import pytest
@@ -807,3 +808,40 @@ def test_the_burst_waits_for_its_own_steady_window(window: float, first: float) 
 def test_a_negative_burst_window_is_refused_with_what_to_give(seconds: float) -> None:
     with pytest.raises(ValueError, match=r"burst_steady_seconds .* 0 or more"):
         PolicyConfig(burst_steady_seconds=seconds)
+
+
+def hysteresis_keeps(message: str) -> int | None:
+    """The replicas the hysteresis kept on one pass, from its message (None: it kept none)."""
+    found = re.search(r"keeping (\d+) replicas?: fewer need", message)
+    return None if found is None else int(found.group(1))
+
+
+def test_the_hysteresis_of_the_mean_does_not_stack_on_the_error_margin() -> None:
+    """`scale_down_hysteresis_of_mean` (docs/policy.md, "Twenty-fifth split"): a level
+    load, then a stretch that swings between it and 1.75 x it (the measured forecast error
+    climbs to x1.2-1.3), then the level again. Today's hysteresis asks for 25 % over
+    demand, which already holds the error's margin; the share over the forecast mean
+    keeps fewer replicas while the error is high, and once it has decayed keeps what
+    the level needs, as today's does."""
+    free = replace(CONFIG, max_scale_down_step=100, scale_down_peak_window_seconds=0.0)
+    rates = [8000.0] * 80 + [8000.0 if (i // 4) % 2 else 14000.0 for i in range(48)]
+    rates += [8000.0] * 60
+    today = run_rates(free, rates, 4)
+    of_mean = run_rates(replace(free, scale_down_hysteresis_of_mean=0.35), rates, 4)
+    fewer = [
+        i
+        for i, ((_, a), (_, b)) in enumerate(zip(today, of_mean, strict=True))
+        if "measured error" in a
+        and (ka := hysteresis_keeps(a)) is not None
+        and (kb := hysteresis_keeps(b)) is not None
+        and kb < ka
+    ]
+    assert fewer, "the share over the mean never kept fewer while the error was high"
+    assert all(80 <= i < 140 for i in fewer), fewer  # in and just after the swings
+    assert "fewer need demand under 135% of the forecast mean" in of_mean[fewer[0]][1]
+    assert today[-1][0] == of_mean[-1][0] == 6  # calm again: 8,000 tok/s at 2,000 each
+
+
+def test_a_negative_hysteresis_of_the_mean_is_refused_with_what_to_give() -> None:
+    with pytest.raises(ValueError, match=r"scale_down_hysteresis_of_mean .* 0 or more"):
+        PolicyConfig(scale_down_hysteresis_of_mean=-0.1)
