@@ -126,6 +126,11 @@ case, and those three were run once in full and swept; the twenty-fifth split
 (2026-12-06) moved them into tuning and held out the next three the script printed:
 servegen-m-large day 1, 12:30-14:00 (a midday climb) and day 8, 19:00-20:30 (an evening
 of swings), and servegen-m-small day 12, 16:00-17:30 (an afternoon peak and fall). The
+twenty-fifth round changed no default; those three were run once in full and swept with
+2f2695b's defaults, and the twenty-sixth split (2026-12-06) moved them into tuning and held
+out the next three the script printed: servegen-m-large day 10, 15:00-16:30 (an afternoon
+spike) and day 8, 00:00-01:30 (a rise after midnight), and servegen-m-small day 10,
+13:30-15:00 (an early-afternoon hump). The
 held-out cases (`held_out=True`) are never used to tune anything, and results on them
 are the honest ones.
 """
@@ -437,19 +442,32 @@ CASES = (
     # Day 11, 01:00-02:30: a night jump, ~815-855 to ~1,419 req/s at 01:40, ~1,125-1,525
     # after (x0.03).
     _servegen("servegen-m-small-d11-night", "m-small", day=11, start_h=1, hours=1.5),
-    # Held out from here on: chosen in the twenty-fifth split of 2026-12-06 by
-    # `bench/holdout.py`, before anything ran on them.
+    # Held out in the twenty-fifth split of 2026-12-06 by `bench/holdout.py`, run once and
+    # swept the same day (with 2f2695b's defaults): tuning now.
     # Day 1, 12:30-14:00: a midday climb, ~189-198 to ~228-238 req/s from 13:00, ~336 at
     # 13:50 (x0.1).
-    _servegen(
-        "servegen-m-large-d1-midday", "m-large", day=1, start_h=12.5, hours=1.5, held_out=True
-    ),
+    _servegen("servegen-m-large-d1-midday", "m-large", day=1, start_h=12.5, hours=1.5),
     # Day 8, 19:00-20:30: an evening of swings, ~275-362 req/s, ~220 at 20:00, ~309 and ~231
     # after (x0.1).
-    _servegen("servegen-m-large-d8-eve", "m-large", day=8, start_h=19, hours=1.5, held_out=True),
+    _servegen("servegen-m-large-d8-eve", "m-large", day=8, start_h=19, hours=1.5),
     # Day 12, 16:00-17:30: an afternoon peak and fall, ~1,484 to ~1,800 req/s at 16:20,
     # ~1,096-1,245 from 16:40 (x0.03).
+    _servegen("servegen-m-small-d12-afternoon", "m-small", day=12, start_h=16, hours=1.5),
+    # Held out from here on: chosen in the twenty-sixth split of 2026-12-06 by
+    # `bench/holdout.py`, before anything ran on them.
+    # Day 10, 15:00-16:30: an afternoon spike, ~159-185 to ~300 req/s at 15:30, ~202-214
+    # after (x0.1).
     _servegen(
-        "servegen-m-small-d12-afternoon", "m-small", day=12, start_h=16, hours=1.5, held_out=True
+        "servegen-m-large-d10-afternoon", "m-large", day=10, start_h=15, hours=1.5, held_out=True
+    ),
+    # Day 8, 00:00-01:30: a rise after midnight, ~186-214 req/s, ~244 at 01:10 and ~320 at
+    # 01:20 (x0.1).
+    _servegen(
+        "servegen-m-large-d8-midnight", "m-large", day=8, start_h=0, hours=1.5, held_out=True
+    ),
+    # Day 10, 13:30-15:00: an early-afternoon hump, ~1,573 to ~2,054 req/s at 13:50,
+    # ~1,354-1,635 after (x0.03).
+    _servegen(
+        "servegen-m-small-d10-afternoon", "m-small", day=10, start_h=13.5, hours=1.5, held_out=True
     ),
 )

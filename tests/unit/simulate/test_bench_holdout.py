@@ -45,6 +45,11 @@ TWENTY_FIFTH = (
     "servegen-m-large-d8-eve",
     "servegen-m-small-d12-afternoon",
 )
+TWENTY_SIXTH = (
+    "servegen-m-large-d10-afternoon",
+    "servegen-m-large-d8-midnight",
+    "servegen-m-small-d10-afternoon",
+)
 
 
 @pytest.mark.parametrize(
@@ -61,7 +66,8 @@ TWENTY_FIFTH = (
         (TWENTY_SECOND, TWENTY_THIRD),
         (TWENTY_THIRD, TWENTY_FOURTH),
         (TWENTY_FOURTH, TWENTY_FIFTH),
-        (TWENTY_FIFTH, ()),
+        (TWENTY_FIFTH, TWENTY_SIXTH),
+        (TWENTY_SIXTH, ()),
     ],
     ids=[
         "14th",
@@ -76,6 +82,7 @@ TWENTY_FIFTH = (
         "23rd (script)",
         "24th (script)",
         "25th (script)",
+        "26th (script)",
     ],
 )
 def test_the_script_reproduces_the_hand_run_splits(
