@@ -397,7 +397,9 @@ def recommend_for_forecast(
     """Replicas the forecast needs."""
     assert obs.token_rate is not None
     horizon = obs.measured_horizon_seconds or config.default_horizon_seconds
-    fc = state_mod.FORECASTERS[config.seasonality].forecast(model.fc, t=obs.now, horizon=horizon)
+    # The forecast looks past the horizon by the age of its data (`forecast_lead_seconds`).
+    ahead = horizon + config.forecast_lead_seconds if config.adaptive else horizon
+    fc = state_mod.FORECASTERS[config.seasonality].forecast(model.fc, t=obs.now, horizon=ahead)
     # The rate served now counts too (the forecast lags a sudden rise), unless it is a
     # backlog being drained. A rise since the last sample is extrapolated: a step in
     # demand shows in a 1-minute rate only gradually (a quarter per 15 s), so the first
@@ -450,7 +452,7 @@ def recommend_for_forecast(
     replicas = max(replicas, 1) if demand > 0 else replicas
     margin = f"x{factor:.2f} measured error" if factor is not None else f"upper {fc.upper:.0f}"
     message = (
-        f"forecast {fc.mean:.0f} tok/s ({margin}) in {horizon:.0f} s, "
+        f"forecast {fc.mean:.0f} tok/s ({margin}) in {ahead:.0f} s, "
         f"now {now_rate:.0f} tok/s"
         + (f" ({queued:.0f} of it queued, not served)" if queued > 0.0 else "")
         + f": needs {_replicas(replicas)} at "
@@ -548,7 +550,7 @@ def recommend_for_forecast(
         reason=FORECAST_TOKEN_RATE,
         message=message,
         forecast=fc,
-        horizon=horizon,
+        horizon=ahead,
         predicted_p99=predicted,
         idle=idle,
     )

@@ -845,3 +845,33 @@ def test_the_hysteresis_of_the_mean_does_not_stack_on_the_error_margin() -> None
 def test_a_negative_hysteresis_of_the_mean_is_refused_with_what_to_give() -> None:
     with pytest.raises(ValueError, match=r"scale_down_hysteresis_of_mean .* 0 or more"):
         PolicyConfig(scale_down_hysteresis_of_mean=-0.1)
+
+
+def test_the_forecast_lead_asks_earlier_on_a_ramp_and_the_same_on_a_level() -> None:
+    """`forecast_lead_seconds` (docs/policy.md, "Twenty-sixth split"): the forecast looks
+    past the start-up horizon by the age of its data. On a level load it asks for what it
+    asked for before; on a ramp (+2 % a minute after 20 level minutes) it reaches each
+    count no later, and some earlier, and its message says how far it looked."""
+    free = replace(CONFIG, max_scale_down_step=100, scale_down_peak_window_seconds=0.0)
+    led = replace(free, forecast_lead_seconds=40.0)
+    level = [8000.0] * 120
+    assert [r for r, _ in run_rates(free, level, 4)] == [r for r, _ in run_rates(led, level, 4)]
+    ramp = [8000.0] * 80 + [8000.0 * 1.02 ** (i / 4) for i in range(120)]
+    plain = [r for r, _ in run_rates(free, ramp, 4)]
+    ahead = run_rates(led, ramp, 4)
+    lead = [r for r, _ in ahead]
+
+    def first(counts: list[int], n: int) -> int:
+        return next(i for i, r in enumerate(counts) if r >= n)
+
+    grown = range(plain[79] + 1, max(plain) + 1)
+    assert grown, plain
+    assert all(first(lead, n) <= first(plain, n) for n in grown), (plain, lead)
+    assert any(first(lead, n) < first(plain, n) for n in grown), (plain, lead)
+    assert "in 160 s" in ahead[-1][1]  # the default 120 s horizon + 40 s
+
+
+@pytest.mark.parametrize("seconds", [-1.0, 601.0, float("nan")])
+def test_a_forecast_lead_out_of_range_is_refused_with_what_to_give(seconds: float) -> None:
+    with pytest.raises(ValueError, match=r"forecast_lead_seconds .* 0 to 600"):
+        PolicyConfig(forecast_lead_seconds=seconds)
