@@ -130,7 +130,11 @@ twenty-fifth round changed no default; those three were run once in full and swe
 2f2695b's defaults, and the twenty-sixth split (2026-12-06) moved them into tuning and held
 out the next three the script printed: servegen-m-large day 10, 15:00-16:30 (an afternoon
 spike) and day 8, 00:00-01:30 (a rise after midnight), and servegen-m-small day 10,
-13:30-15:00 (an early-afternoon hump). The
+13:30-15:00 (an early-afternoon hump). The twenty-sixth round changed no default; those
+three were run once in full and swept with 2f2695b's defaults, and the twenty-seventh split
+(2026-12-06) moved them into tuning and held out the next three the script printed:
+servegen-m-large day 8, 21:00-22:30 (a late rise) and day 7, 21:00-22:30 (a night of
+swings), and servegen-m-small day 12, 11:30-13:00 (a midday fall). The
 held-out cases (`held_out=True`) are never used to tune anything, and results on them
 are the honest ones.
 """
@@ -453,21 +457,27 @@ CASES = (
     # Day 12, 16:00-17:30: an afternoon peak and fall, ~1,484 to ~1,800 req/s at 16:20,
     # ~1,096-1,245 from 16:40 (x0.03).
     _servegen("servegen-m-small-d12-afternoon", "m-small", day=12, start_h=16, hours=1.5),
-    # Held out from here on: chosen in the twenty-sixth split of 2026-12-06 by
-    # `bench/holdout.py`, before anything ran on them.
+    # Held out in the twenty-sixth split of 2026-12-06 by `bench/holdout.py`, run once and
+    # swept the same day (with 2f2695b's defaults): tuning now.
     # Day 10, 15:00-16:30: an afternoon spike, ~159-185 to ~300 req/s at 15:30, ~202-214
     # after (x0.1).
-    _servegen(
-        "servegen-m-large-d10-afternoon", "m-large", day=10, start_h=15, hours=1.5, held_out=True
-    ),
+    _servegen("servegen-m-large-d10-afternoon", "m-large", day=10, start_h=15, hours=1.5),
     # Day 8, 00:00-01:30: a rise after midnight, ~186-214 req/s, ~244 at 01:10 and ~320 at
     # 01:20 (x0.1).
-    _servegen(
-        "servegen-m-large-d8-midnight", "m-large", day=8, start_h=0, hours=1.5, held_out=True
-    ),
+    _servegen("servegen-m-large-d8-midnight", "m-large", day=8, start_h=0, hours=1.5),
     # Day 10, 13:30-15:00: an early-afternoon hump, ~1,573 to ~2,054 req/s at 13:50,
     # ~1,354-1,635 after (x0.03).
+    _servegen("servegen-m-small-d10-afternoon", "m-small", day=10, start_h=13.5, hours=1.5),
+    # Held out from here on: chosen in the twenty-seventh split of 2026-12-06 by
+    # `bench/holdout.py`, before anything ran on them.
+    # Day 8, 21:00-22:30: a late rise, ~228-291 req/s, ~362 at 22:10 and ~333 after (x0.1).
+    _servegen("servegen-m-large-d8-dusk", "m-large", day=8, start_h=21, hours=1.5, held_out=True),
+    # Day 7, 21:00-22:30: a night of swings, ~282-339 req/s, ~211 at 21:50, ~321 and ~223
+    # after (x0.1).
+    _servegen("servegen-m-large-d7-night", "m-large", day=7, start_h=21, hours=1.5, held_out=True),
+    # Day 12, 11:30-13:00: a midday fall, ~1,989 to ~1,625 req/s at 11:40, ~1,466-1,734
+    # after, ~1,294 at 12:40 (x0.03).
     _servegen(
-        "servegen-m-small-d10-afternoon", "m-small", day=10, start_h=13.5, hours=1.5, held_out=True
+        "servegen-m-small-d12-noon", "m-small", day=12, start_h=11.5, hours=1.5, held_out=True
     ),
 )

@@ -50,6 +50,11 @@ TWENTY_SIXTH = (
     "servegen-m-large-d8-midnight",
     "servegen-m-small-d10-afternoon",
 )
+TWENTY_SEVENTH = (
+    "servegen-m-large-d8-dusk",
+    "servegen-m-large-d7-night",
+    "servegen-m-small-d12-noon",
+)
 
 
 @pytest.mark.parametrize(
@@ -67,7 +72,8 @@ TWENTY_SIXTH = (
         (TWENTY_THIRD, TWENTY_FOURTH),
         (TWENTY_FOURTH, TWENTY_FIFTH),
         (TWENTY_FIFTH, TWENTY_SIXTH),
-        (TWENTY_SIXTH, ()),
+        (TWENTY_SIXTH, TWENTY_SEVENTH),
+        (TWENTY_SEVENTH, ()),
     ],
     ids=[
         "14th",
@@ -83,6 +89,7 @@ TWENTY_SIXTH = (
         "24th (script)",
         "25th (script)",
         "26th (script)",
+        "27th (script)",
     ],
 )
 def test_the_script_reproduces_the_hand_run_splits(
