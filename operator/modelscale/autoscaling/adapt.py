@@ -26,22 +26,11 @@ def _r(x: float) -> float:
     return float(f"{x:.6g}")
 
 
-# The running quantile's step per scored forecast, in log(actual / forecast).
-QUANTILE_STEP = 0.01
-
-
 class ErrorState(NamedTuple):
     pending: tuple[tuple[float, float], ...] = ()  # (due time, forecast mean)
     n: int = 0
     mean: float = 0.0  # EWMA of log(actual / forecast)
     up: float = 0.0  # EWMA of the squared upside deviation from `mean` (x2)
-    # ForecastError.update's `quantile`: a running estimate of that quantile of
-    # log(actual / forecast).
-    q: float = 0.0
-    # ForecastError.update's `peak_half_life`: the largest log(actual / forecast) scored,
-    # halved every that many seconds, and the time it was last decayed.
-    peak: float = 0.0
-    peak_t: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,27 +53,11 @@ class ForecastError:
         actual: float,
         forecast: float,
         horizon: float,
-        quantile: float = 0.0,
-        peak_half_life: float = 0.0,
     ) -> ErrorState:
         """Score the forecasts due by `t` against `actual`, then remember `forecast`
-        (the demand predicted for t + horizon). 0 < `quantile` < 1 also tracks that
-        quantile of the errors, and `peak_half_life` > 0 the largest error scored, halved
-        every that many seconds (each a floor under the factor, see `factor`)."""
-        if not 0.0 <= quantile < 1.0:
-            raise ValueError(
-                f"forecast_error_quantile {quantile!r}: give a share in [0, 1) (0: off)"
-            )
-        if not peak_half_life >= 0.0:
-            raise ValueError(
-                f"forecast_error_peak_half_life {peak_half_life!r}: give seconds >= 0 (0: off)"
-            )
+        (the demand predicted for t + horizon)."""
         pending = list(state.pending)
         n, mean, up = state.n, state.mean, state.up
-        q = state.q
-        peak, peak_t = state.peak, state.peak_t
-        if peak_half_life > 0.0 and peak_t is not None and t > peak_t:
-            peak *= 0.5 ** ((t - peak_t) / peak_half_life)
         while pending and pending[0][0] <= t:
             _, predicted = pending.pop(0)
             eps = max(1.0, 0.01 * max(predicted, actual))
@@ -95,56 +68,42 @@ class ForecastError:
             dev = max(x - mean, 0.0)
             up += w * (2.0 * dev * dev - up)
             n = min(n + 1, 1_000_000)
-            if quantile > 0.0:
-                q = x if n == 1 else q + QUANTILE_STEP * (quantile - (1.0 if x <= q else 0.0))
-            if peak_half_life > 0.0:
-                peak = max(peak, x)
         pending.append((_r(t + horizon), _r(max(forecast, 0.0))))
         return ErrorState(
             pending=tuple(pending[-self.keep :]),
             n=n,
             mean=_r(mean),
             up=_r(max(up, 0.0)),
-            q=_r(q),
-            peak=_r(peak) if peak_half_life > 0.0 else 0.0,
-            peak_t=t if peak_half_life > 0.0 else None,
         )
 
     def factor(self, state: ErrorState, *, z: float | None = None) -> float | None:
         """What the forecast mean is multiplied by to cover its upside error (None:
-        not enough forecasts scored yet); at least the tracked quantile, if any. `z`:
+        not enough forecasts scored yet). `z`:
         the upside deviations covered (None: this model's `z`)."""
         if state.n < self.min_count:
             return None
         dev = self.z if z is None else z
         if not dev >= 0.0:  # also refuses NaN
             raise ValueError(f"forecast_error_z {dev!r}: give a number of deviations >= 0")
-        f = math.exp(max(state.mean + dev * math.sqrt(state.up), state.q, state.peak))
+        f = math.exp(state.mean + dev * math.sqrt(state.up))
         return min(max(f, 1.0), self.max_factor)
 
     def to_dict(self, state: ErrorState) -> dict[str, Any]:
-        out: dict[str, Any] = {
+        return {
             "p": [list(x) for x in state.pending],
             "n": state.n,
             "m": state.mean,
             "u": state.up,
         }
-        if state.q:
-            out["q"] = state.q
-        if state.peak_t is not None:
-            out["k"] = [state.peak, state.peak_t]
-        return out
 
     def from_dict(self, data: dict[str, Any]) -> ErrorState:
-        peak = data.get("k")
+        # A status written before the quantile and peak floors were removed may still
+        # hold "q" and "k": ignored.
         return ErrorState(
             pending=tuple((float(t), float(v)) for t, v in data.get("p", ())),
             n=int(data.get("n", 0)),
             mean=float(data.get("m", 0.0)),
             up=float(data.get("u", 0.0)),
-            q=float(data.get("q", 0.0)),
-            peak=float(peak[0]) if peak else 0.0,
-            peak_t=float(peak[1]) if peak else None,
         )
 
 

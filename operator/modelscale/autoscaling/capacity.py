@@ -67,30 +67,6 @@ class LatencyCurve:
         return env[-1][1]
 
 
-def hyperbolic_knee(curve: LatencyCurve, *, level: float) -> float | None:
-    """The load where a fit of 1 / P99 = a - b x load through the curve's points reaches
-    `level` (least squares, each point once). Each point is placed at its bin's lower
-    edge, not its centre: a bin's P99 was seen somewhere inside it, and the lower edge
-    never credits it with more load than it carried, so the knee found is never beyond
-    what the samples show. None without two points at different loads, or when the fit
-    does not rise with the load (no knee ahead to extrapolate to)."""
-    half = 0.5 * curve.width
-    pts = [(x - half, 1.0 / p) for x, p in curve.points if p > 0.0]
-    if len(pts) < 2 or level <= 0.0:
-        return None
-    n = len(pts)
-    mx = sum(x for x, _ in pts) / n
-    my = sum(y for _, y in pts) / n
-    sxx = sum((x - mx) ** 2 for x, _ in pts)
-    if sxx <= 0.0:
-        return None
-    slope = sum((x - mx) * (y - my) for x, y in pts) / sxx
-    if slope >= 0.0:
-        return None
-    knee = mx + (1.0 / level - my) / slope
-    return knee if math.isfinite(knee) and knee > 0.0 else None
-
-
 @dataclass(frozen=True, slots=True)
 class CapacityState:
     scale: float = 0.0  # the spec target the bins were cut for; a new target resets them
@@ -148,14 +124,6 @@ class CapacityModel:
     # the capacity stayed at the prior while the pods served far more. None: off.
     served_below: float | None = None
     served_cliff_below: float = 0.0
-    # Between `grow_below` and the knee, with the cliff signal under `served_cliff_below`,
-    # let the capacity rise to where a hyperbolic fit of the latency curve reaches this
-    # share of the SLO (at most `probe` x the heaviest load seen): 1 / P99 linear in the
-    # load, the shape both queueing (W ~ 1 / (1 - rho)) and a batch that fills give, where
-    # a straight line from the lightest to the heaviest bin under-predicts a convex curve.
-    # Without it the capacity rises only to loads seen served, so a fleet never run nearer
-    # its knee never learns it could be (docs/policy.md, "Where ours loses ..."). None: off.
-    fit_level: float | None = None
     # With `probe` set, while both this sample and the heaviest load seen are calm (under
     # `grow_below` x SLO), let the capacity rise by this share of itself per observation,
     # beyond any load seen: a fleet sized by a prior far below the pods' capacity runs at
@@ -179,17 +147,9 @@ class CapacityModel:
     # 453), where a scale-down then saturated the pods (docs/policy.md, "Seventeenth
     # split"). None: unbounded (the default; measured, not frozen).
     step_reach: float | None = None
-    # For the model's first `early_samples` observations (since its prior was set), the
-    # calm and served steps raise the capacity by at least this share of itself: a prior
-    # far below what the pods serve is learned in minutes, not the 20 the 2 % creep takes
-    # (servegen-m-large-d11-night: 500 -> 1,060 tok/s, 15-17 replicas where 9-12 served;
-    # docs/policy.md, "Twentieth split"), and the slow creep keeps the estimate steady
-    # after. The step bound (`step_reach`) holds as for the steps themselves. None: off.
-    early_step: float | None = None
-    early_samples: int = 0
     # Where the curve crosses the knee between a bin within it and a slower one, place the
     # crossing with 1 / P99 linear between the two (the shape queueing and a filling batch
-    # give, as `anchored` and `fit_level` assume) instead of P99 linear. P99 stays near its
+    # give, as `anchored` assumes) instead of P99 linear. P99 stays near its
     # floor until close to saturation and then climbs steeply, so a straight line from a
     # calm bin to a saturated one puts the crossing near the calm one: one replica serving
     # 340 tok/s with TTFT at 1.5-6x its SLO lowered the estimate to 119 tok/s, and the
@@ -298,25 +258,12 @@ class CapacityModel:
             if self._served_step(p99=p99, cliff=cliff, load=load, current=current, slo=slo):
                 assert self.served_step is not None
                 step = max(step or 0.0, self.served_step)
-            early = self.early_step is not None and state.total < self.early_samples
-            if step is not None and early:
-                assert self.early_step is not None
-                step = max(step, self.early_step)
             if step is not None:
                 stepped = current * (1.0 + step)
                 if self.step_reach is not None:
                     tested = max((x for x, p in curve.points if p <= slo * self.knee), default=0.0)
                     stepped = min(stepped, self.step_reach * tested)
                 wanted = max(wanted, stepped)
-            knee_load = (
-                hyperbolic_knee(curve, level=slo * self.fit_level)
-                if self.fit_level is not None
-                and not grow
-                and cliff <= slo * self.served_cliff_below
-                else None
-            )
-            if knee_load is not None:
-                wanted = max(current, min(knee_load, self.probe * highest_safe))
             if self.extrapolate and len(curve.points) >= 2:
                 # The fitted curve's slope from its lightest to its heaviest load,
                 # continued to knee x SLO: latency that rises with load (a mix getting

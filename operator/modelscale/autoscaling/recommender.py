@@ -42,7 +42,6 @@ from typing import NamedTuple
 from modelscale.autoscaling import checks
 from modelscale.autoscaling import forecast as forecast_mod
 from modelscale.autoscaling import state as state_mod
-from modelscale.autoscaling.capacity import LatencyCurve
 from modelscale.autoscaling.checks import (
     METRIC_CHECKS,
     SCALE_DOWN_CHECKS,
@@ -220,8 +219,6 @@ def _learn(
         return model  # the same sample as last time: nothing new to learn
     model = learn_mix(obs, model=model)
     if backlog_draining:
-        if config.adaptive and config.fleet_while_draining:
-            model = model._replace(fleet=_fleet(obs, config=config, fleet=model.fleet))
         return model._replace(sample_time=obs.sample_time)
     load = work_rate(obs, config=config, model=model)
     fc = state_mod.FORECASTER.update(model.fc, t=obs.sample_time, value=load)
@@ -305,8 +302,6 @@ def _score_forecast(
         actual=load,
         forecast=need.forecast.mean,
         horizon=need.horizon,
-        quantile=config.forecast_error_quantile,
-        peak_half_life=config.forecast_error_peak_half_life,
     )
     return model._replace(err=err, rate=_round(load))
 
@@ -352,39 +347,6 @@ def _within_tested_load(
     return min(current, kept), reach
 
 
-def _within_predicted_margin(
-    replicas: int, *, current: int, demand: float, curve: LatencyCurve, limit: float
-) -> int:
-    """The fewest replicas, at least `replicas` and at most `current`, at which `curve`
-    predicts a P99 within `limit` for `demand`. Where the curve has no evidence (a load
-    lighter than any seen) it predicts nothing and holds nothing."""
-    kept = replicas
-    while kept < current:
-        p = curve.p99(demand / kept)
-        if p is None or p <= limit:
-            break
-        kept += 1
-    return kept
-
-
-def _load_driven(
-    near_slo: str, *, obs: Observation, config: PolicyConfig, model: PolicyModel
-) -> str | None:
-    """`near_slo` if one replica fewer would load each warmed replica beyond the heaviest
-    load per replica seen within the knee (`CapacityModel.tested_load`), or none has been
-    seen; None when the pods were seen serving that load within the knee."""
-    tested = state_mod.capacity_model(config).tested_load(
-        model.cap, target=config.target_tokens_per_replica, slo=config.latency_slo_seconds
-    )
-    fewer = obs.warmed_replicas - 1
-    if tested is None or tested <= 0.0 or fewer < 1 or obs.token_rate is None:
-        return near_slo
-    after = work_rate(obs, config=config, model=model) / fewer
-    if after > tested:
-        return near_slo
-    return None
-
-
 def recommend_for_forecast(
     obs: Observation,
     *,
@@ -397,9 +359,7 @@ def recommend_for_forecast(
     """Replicas the forecast needs."""
     assert obs.token_rate is not None
     horizon = obs.measured_horizon_seconds or config.default_horizon_seconds
-    # The forecast looks past the horizon by the age of its data (`forecast_lead_seconds`).
-    ahead = horizon + config.forecast_lead_seconds if config.adaptive else horizon
-    fc = state_mod.FORECASTERS[config.seasonality].forecast(model.fc, t=obs.now, horizon=ahead)
+    fc = state_mod.FORECASTERS[config.seasonality].forecast(model.fc, t=obs.now, horizon=horizon)
     # The rate served now counts too (the forecast lags a sudden rise), unless it is a
     # backlog being drained. A rise since the last sample is extrapolated: a step in
     # demand shows in a 1-minute rate only gradually (a quarter per 15 s), so the first
@@ -452,45 +412,23 @@ def recommend_for_forecast(
     replicas = max(replicas, 1) if demand > 0 else replicas
     margin = f"x{factor:.2f} measured error" if factor is not None else f"upper {fc.upper:.0f}"
     message = (
-        f"forecast {fc.mean:.0f} tok/s ({margin}) in {ahead:.0f} s, "
+        f"forecast {fc.mean:.0f} tok/s ({margin}) in {horizon:.0f} s, "
         f"now {now_rate:.0f} tok/s"
         + (f" ({queued:.0f} of it queued, not served)" if queued > 0.0 else "")
         + f": needs {_replicas(replicas)} at "
         f"{share * model.correction:.0%} of {cap:.0f} tok/s"
     )
     current = obs.current_replicas
-    spare = config.scale_down_spare_replicas
-    if (
-        0 < replicas < current
-        and usable > 0
-        and not idle
-        and (config.scale_down_hysteresis > 0 or spare > 0)
-    ):
+    if 0 < replicas < current and usable > 0 and not idle and config.scale_down_hysteresis > 0:
         # Fewer replicas only with room to spare: demand that jitters around a replica
         # boundary would otherwise give one back and want it again a minute later, and
         # a replica takes the whole horizon to return.
         spare_demand = demand * config.scale_down_hysteresis
-        of_mean = config.scale_down_hysteresis_of_mean if factor is not None else 0.0
-        if of_mean > 0:
-            # The error's margin is already in `demand`: the threshold is a share over
-            # the forecast mean (or the rate now), not a share over that margin too.
-            base = fc.mean if backlog_draining else max(fc.mean, now_rate)
-            spare_demand = max((1.0 + of_mean) * base - demand, 0.0)
-        most = config.scale_down_hysteresis_max_replicas
-        capped = most > 0 and spare_demand > most * usable
-        spare_demand = most * usable if capped else spare_demand
-        kept = min(current, math.ceil((demand + spare_demand) / usable + spare - 1e-9))
+        kept = min(current, math.ceil((demand + spare_demand) / usable - 1e-9))
         if kept > replicas:
-            extra = f" and {spare:g} replica(s)" if spare > 0 else ""
-            cap_note = f" (at most {most:g} replica(s)' worth)" if capped else ""
-            spare_note = (
-                f"demand under {1.0 + of_mean:.0%} of the forecast mean"
-                if of_mean > 0
-                else f"{config.scale_down_hysteresis:.0%} of spare demand"
-            )
             message += (
-                f"; keeping {_replicas(kept)}: fewer need {spare_note}{cap_note}{extra} "
-                "to scale down"
+                f"; keeping {_replicas(kept)}: fewer need "
+                f"{config.scale_down_hysteresis:.0%} of spare demand to scale down"
             )
             replicas = kept
     if 0 < replicas < current and adaptive and not idle and model.peak and usable > 0:
@@ -517,20 +455,6 @@ def recommend_for_forecast(
             )
             replicas = kept
     curve = capacity.latency_curve(model.cap, target=target)
-    if 0 < replicas < current and adaptive and not idle and config.scale_down_predicted_margin:
-        kept = _within_predicted_margin(
-            replicas,
-            current=current,
-            demand=demand,
-            curve=curve,
-            limit=config.scale_down_predicted_margin * config.latency_slo_seconds,
-        )
-        if kept > replicas:
-            message += (
-                f"; keeping {_replicas(kept)}: the latency curve puts fewer above "
-                f"{config.scale_down_predicted_margin:.0%} of the SLO"
-            )
-            replicas = kept
     predicted = curve.p99(demand / replicas) if replicas > 0 else None
     if predicted is not None and predicted > config.latency_slo_seconds:
         r = replicas
@@ -550,7 +474,7 @@ def recommend_for_forecast(
         reason=FORECAST_TOKEN_RATE,
         message=message,
         forecast=fc,
-        horizon=ahead,
+        horizon=horizon,
         predicted_p99=predicted,
         idle=idle,
     )
@@ -632,8 +556,7 @@ def recommend(
         # its P99 measures this fleet, not the backlog of a smaller one.
         steady = model.fleet is not None and (
             obs.sample_time is not None
-            and obs.sample_time - model.fleet[1]
-            >= (config.burst_steady_seconds or config.rate_window_seconds)
+            and obs.sample_time - model.fleet[1] >= config.rate_window_seconds
             # Pods that joined while a backlog drained are not in the record yet.
             and (not config.burst_fleet_seen or model.fleet[0] >= obs.warmed_replicas)
         )
@@ -678,8 +601,6 @@ def recommend(
         window = config.scale_down_stabilization_seconds
         covered = model.since is not None and obs.now - model.since >= window
         near_slo = latency_margin_short(obs, config)
-        if near_slo is not None and config.adaptive and config.latency_margin_tested:
-            near_slo = _load_driven(near_slo, obs=obs, config=config, model=model)
         starting = current - obs.warmed_replicas
         partial = first_block(obs, config, SCALE_DOWN_CHECKS)
         if partial is not None:

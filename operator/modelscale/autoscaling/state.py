@@ -8,8 +8,6 @@ change-points, a few entries rather than raw history. Pure: no clock, no I/O.
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 from typing import Any, NamedTuple
 
 from modelscale.autoscaling import adapt
@@ -76,16 +74,7 @@ MISSES = adapt.SloMisses()
 
 
 def capacity_model(config: PolicyConfig) -> capacity_mod.CapacityModel:
-    if not config.adaptive:
-        return CAPACITY_FIXED
-    if config.capacity_fit > 0.0:
-        return _fitted(config.capacity_fit)
-    return CAPACITY
-
-
-@functools.cache
-def _fitted(level: float) -> capacity_mod.CapacityModel:
-    return dataclasses.replace(CAPACITY, fit_level=level)
+    return CAPACITY if config.adaptive else CAPACITY_FIXED
 
 
 class PolicyModel(NamedTuple):

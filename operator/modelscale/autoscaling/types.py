@@ -101,34 +101,6 @@ class PolicyConfig:
     # the hysteresis gives it back: 174 of about 10,400 windows missed instead of 179 at
     # 1.222x instead of 1.254x (goal distance 214.9, 282.2; 0.15 missed 241, 0.2 207).
     scale_down_hysteresis: float = 0.25
-    # ... and this many replicas' worth of capacity on top: a share of demand is a
-    # fraction of one replica on a small fleet, where a step of +50 % in 30 s needs a whole
-    # one (docs/policy.md, "Twelfth split", H9). 0: the share alone.
-    scale_down_spare_replicas: float = 0.0
-    # ... but the hysteresis's spare demand is at most this many replicas' worth: a share
-    # of demand is 4 replicas on a fleet of 16, where demand that jitters by a quarter is
-    # rare (the jitter of many users' requests grows more slowly than their sum), and the
-    # fleet then held 15 where 12 served the SLO for 20 minutes (servegen-m-large day 11,
-    # night; docs/policy.md, "Nineteenth split"). 0: no cap (the share alone).
-    scale_down_hysteresis_max_replicas: float = 0.0
-    # With `adaptive` and above 0: the hysteresis's margin and the forecast error's do not
-    # stack. Fewer replicas need demand (the forecast mean x its measured error factor, or
-    # the rate now) to fall under (1 + this) x the forecast mean (or the rate now, if
-    # higher), and at least under demand itself, instead of under (1 +
-    # `scale_down_hysteresis`) x demand. In calm (factor ~1.07) 0.35 is today's threshold;
-    # after a step the factor climbs to 1.3-1.4 and today's threshold to 1.6-1.75 x the
-    # mean, which held 18 replicas where 14-15 were asked for for 20 minutes
-    # (servegen-m-large-d8-late; docs/policy.md, "Twenty-fifth split"). 0: off.
-    scale_down_hysteresis_of_mean: float = 0.0
-    # With `adaptive`: the forecast looks this many seconds beyond the horizon (start-up
-    # and warm-up), for the age of the data it starts from. A rate over a window describes
-    # the window, centred half of it back (30 s of a 1-minute rate), and the newest sample
-    # is up to one scrape old (15 s), so on a rise the forecast of "now + horizon" is one
-    # of about 40 s before that, and the replicas it asks for are warm that much late:
-    # 77 of the 117 windows missed on the tuning cases (2f2695b, seed 0) were replicas
-    # asked for and not yet warm while the need rose (docs/policy.md, "Twenty-sixth
-    # split"). The forecast is scored at the same look-ahead. 0: off.
-    forecast_lead_seconds: float = 0.0
     # The learning policy (docs/policy.md): capacity learned from the pods' P99 with the
     # spec's value as a prior, headroom from the measured forecast error, a correction
     # from SLO misses, step and burst response, no hysteresis at zero demand. False: the
@@ -148,12 +120,6 @@ class PolicyConfig:
     # the benchmark's SLO). The P99 is compared with the target of the mean request, whose
     # prompt is prompt tokens/s over requests/s; 0, or no request rate: a fixed target.
     ttft_slo_per_1k_prompt_seconds: float = 0.0
-    # With `adaptive`, a margin for steps in demand: the forecast mean is multiplied by at
-    # least this running quantile (0 < q < 1) of the measured log(actual / forecast), a
-    # floor under mean + z x upside deviation. 0: off (the default: on the tuning traces
-    # 0.95 gained two windows on azure-conv x4 and lost one each on azure-code and
-    # servegen-m-large day 5, whose cost rose 1.243 -> 1.319x the oracle; docs/policy.md).
-    forecast_error_quantile: float = 0.0
     # With `adaptive`: the upside deviations of log(actual / forecast) the margin covers
     # (adapt.ForecastError.z). On the 21 tuning cases, 3 seeds, with the capacity's probe
     # at 1.5: z 0 / 0.25 / 0.5 / 0.75 / 1.0 / 1.25 missed 142 / 132 / 121 / 117 / 106 / 113
@@ -163,15 +129,6 @@ class PolicyConfig:
     # capacity's probe 1.0 and served rule 0.6 (state.CAPACITY): 112 of 6,339 windows
     # missed at 1.322x, the defaults goal met on 10 of 24 (b29c812: 124, 1.273x, 9).
     forecast_error_z: float = 0.25
-    # With `adaptive`, a margin for the steps seen: the forecast mean is multiplied by at
-    # least exp(the largest log(actual / forecast) scored), that peak halved every this
-    # many seconds. 0: off.
-    forecast_error_peak_half_life: float = 0.0
-    # With `adaptive`: between calm and the knee, while TTFT is calm, let the capacity rise
-    # to where a hyperbolic fit of the latency curve (1 / P99 linear in load) reaches this
-    # share of the SLO (`CapacityModel.fit_level`). 0: off, the default: measured on the
-    # tuning traces only (docs/policy.md), not frozen or run on held-out ones.
-    capacity_fit: float = 0.0
     # With `adaptive`, once the capacity has been learned: plan for this share of it
     # (0 < x <= 2). Below 1, a deliberate margin for steps that come faster than a
     # start-up, the same on every trace, where before the only margin beyond the measured
@@ -179,13 +136,6 @@ class PolicyConfig:
     # (docs/policy.md, "Eighth split"); above 1, a fleet run past the learned knee (the
     # upper half of the benchmark's sweep, where the peers' targets go too). 1.0: none.
     learned_headroom: float = 1.0
-    # With `adaptive`: the latency margin holds replicas only while one replica fewer
-    # would load each beyond the heaviest load per replica the pods were seen serving
-    # within the knee (`CapacityModel.tested_load`; none seen: it holds). A P99 near its
-    # SLO at loads the pods have served well is the request mix's doing (long prompts
-    # prefilling beside decodes), not the load's, and one replica fewer changes little
-    # (docs/policy.md, "Ninth split", H2). False: any P99 over the margin holds.
-    latency_margin_tested: bool = False
     # With `adaptive`: a P99 over its SLO multiplies the warmed fleet only once the rate
     # window has seen nothing but the present fleet, also when no replica is pending: the
     # P99 of a window in which pods joined still holds the backlog of the smaller fleet
@@ -193,33 +143,17 @@ class PolicyConfig:
     # (docs/policy.md, "Twenty-third split"): it kept every window on every tuning case
     # and seed and cost less. False: also when none is pending.
     burst_needs_steady_fleet: bool = True
-    # With `adaptive`: pods that join while a backlog drains start a new fleet too (the
-    # record of when the warmed fleet last grew, which the burst rule above and the
-    # capacity model read). Draining samples teach nothing (their served rate is the
-    # backlog's, not demand), and the record skipped them as well, so the burst rule took
-    # pods that joined during a drain for a fleet steady over the whole rate window and
-    # doubled them: servegen-m-large-d5 seed 0 at minute 83 went from 8 warmed of 12
-    # asked for to 16 while the need was 8-10, and held them for the stabilisation window
-    # (docs/policy.md, "Twenty-third split"). False: the record skips draining samples.
-    fleet_while_draining: bool = False
     # With `adaptive`: the burst rule counts the fleet as steady only once the record of
     # when it last grew (`PolicyModel.fleet`) has seen the present warmed count. Pods that
     # join while a backlog drains are not in the record (draining samples skip it, so the
     # capacity model does not learn from them), and without this the burst took them for a
-    # fleet steady over the whole rate window and doubled them. Unlike
-    # `fleet_while_draining` the capacity model's record is left as it is: keeping it
-    # through drains held the capacity's learning back after each one and cost windows
-    # (docs/policy.md, "Twenty-third split", variant 3). Chosen by the twenty-fourth
+    # fleet steady over the whole rate window and doubled them. The capacity model's
+    # record is left as it is: keeping it through drains held the capacity's learning
+    # back after each one and cost windows (docs/policy.md, "Twenty-third split",
+    # variant 3). Chosen by the twenty-fourth
     # split's round (docs/policy.md, "Twenty-fourth split"): it cost less on the tuning
     # cases and kept their windows within chance. False: the record's time alone.
     burst_fleet_seen: bool = True
-    # With `adaptive`: the burst rule counts the fleet as steady once it has not grown
-    # for this many seconds. The P99 lags the rate: requests that waited in the queue
-    # finish, and are measured, after it drained, so a fleet warm for one rate window
-    # still shows the backlog's P99 (servegen-m-large-d5 seed 0: P99 TTFT 5.3 s with the
-    # queue empty and each pod at 2/3 of its capacity, 10 warmed doubled to 20; docs/
-    # policy.md, "Twenty-third split"). 0: the rate window (`rate_window_seconds`).
-    burst_steady_seconds: float = 0.0
     # With `adaptive`: the fleet the policy first sees (no state yet) counts as steady
     # for the rate window already, so its first sample teaches the capacity. The
     # operator keeps the policy's state in the status, so first sight is a new
@@ -228,13 +162,6 @@ class PolicyConfig:
     # False: like a fleet that just grew, it teaches after one rate window. On by default
     # since the twelfth split (docs/policy.md).
     first_fleet_steady: bool = True
-    # With `adaptive`: a scale-down stops at the fewest replicas at which the learned
-    # latency curve (`CapacityModel.latency_curve`, the worst watched P99 over load per
-    # replica) predicts a P99 within this share of its SLO for the demand sized for. The
-    # latency margin above looks at the fleet before the scale-down; this one at the fleet
-    # after it, so spare stays where the pods are near their knee and not elsewhere
-    # (docs/policy.md, "Tenth split", H6). 0: off.
-    scale_down_predicted_margin: float = 0.0
     # With `adaptive`: a scale-down keeps the replicas that `scale_down_peak_share` of
     # the heaviest demand (work rate) sampled in the last this many seconds needs. A
     # sharp fall in load is often followed by a rebound: in the ServeGen series a
@@ -264,26 +191,6 @@ class PolicyConfig:
     scale_down_small_fleet: int = 2
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.forecast_lead_seconds <= 600.0:
-            raise ValueError(
-                f"forecast_lead_seconds {self.forecast_lead_seconds!r}: give seconds the "
-                "forecast looks beyond the start-up horizon, 0 to 600 (0: off)"
-            )
-        if not self.scale_down_hysteresis_of_mean >= 0.0:
-            raise ValueError(
-                f"scale_down_hysteresis_of_mean {self.scale_down_hysteresis_of_mean!r}: give "
-                "a share of the forecast mean, 0 or more (0: off)"
-            )
-        if not self.scale_down_hysteresis_max_replicas >= 0.0:
-            raise ValueError(
-                f"scale_down_hysteresis_max_replicas {self.scale_down_hysteresis_max_replicas!r}: "
-                "give a number of replicas' worth of demand, 0 or more (0: no cap)"
-            )
-        if not self.burst_steady_seconds >= 0.0:
-            raise ValueError(
-                f"burst_steady_seconds {self.burst_steady_seconds!r}: give seconds, 0 or "
-                "more (0: the rate window)"
-            )
         if not self.scale_down_reach >= 1.0:
             raise ValueError(
                 f"scale_down_reach {self.scale_down_reach!r}: give a multiple of the "
@@ -305,11 +212,6 @@ class PolicyConfig:
                 f"scale_down_peak_window_seconds {self.scale_down_peak_window_seconds!r}, "
                 f"scale_down_peak_share {self.scale_down_peak_share!r}: give a window of "
                 "0 s or more (0: off) and a share of the peak, 0 < x <= 1"
-            )
-        if not 0.0 <= self.scale_down_predicted_margin <= 1.0:
-            raise ValueError(
-                f"scale_down_predicted_margin {self.scale_down_predicted_margin!r}: give a "
-                "share of the SLO, 0 < x <= 1, or 0 for off"
             )
         if not 0.0 < self.learned_headroom <= 2.0:
             raise ValueError(

@@ -191,26 +191,3 @@ def test_step_reach_stops_the_creep_at_a_multiple_of_the_heaviest_load_seen() ->
                 tested,
             )
             assert results[f"{reach}"] < results["unbounded"], results
-
-
-def test_the_early_step_learns_a_low_prior_faster_then_creeps_as_before() -> None:
-    """`early_step` (docs/policy.md, "Twentieth split"): the fleet runs at 0.75 of its
-    estimate, calm, on pods that serve far more than the 500 tok/s prior. For the first
-    `early_samples` observations each step is at least `early_step`; after them the
-    default 2 % creep, so the early model is ahead at the end of its early phase and each
-    later sample moves both the same share."""
-    early = replace(state.CAPACITY, early_step=0.06, early_samples=20)
-
-    def run(model: CapacityModel, samples: int) -> float:
-        s = model.initial(target=PRIOR)
-        for _ in range(samples):
-            load = 0.75 * model.capacity(s, target=PRIOR)
-            s = model.observe(s, load=load, p99=0.25 * SLO, target=PRIOR, slo=SLO, cliff=0.1 * SLO)
-        return model.capacity(s, target=PRIOR)
-
-    assert state.CAPACITY.early_step is None  # off by default
-    at_20 = {name: run(m, 20) for name, m in (("early", early), ("defaults", state.CAPACITY))}
-    assert at_20["early"] > 1.4 * at_20["defaults"], at_20
-    # After the early phase both creep at the same 2 % a sample (the step bound aside).
-    later = run(early, 21) / at_20["early"]
-    assert later == pytest.approx(1.02, abs=0.005)

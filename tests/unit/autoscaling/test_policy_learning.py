@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
-import re
 from dataclasses import replace
 
 import pytest
@@ -476,36 +475,6 @@ def serve(
     return rec, st
 
 
-@pytest.mark.parametrize(
-    ("phases", "held_back"),
-    [
-        # azure-code's shape: 10 pods seen serving 100 tok/s each well within the SLO;
-        # then P99 at 0.75 of its SLO (long prompts) while demand halves. 9 pods at 56 tok/s
-        # each is a load they were seen serving: the P99 is not the load's doing.
-        pytest.param([(1000.0, 10, 20.0, 0.3), (500.0, 10, 10.0, 0.75)], False, id="mix"),
-        # 2 pods seen at 400 tok/s each; P99 at 0.75 at 530 tok/s in all: one pod would
-        # carry 530, beyond any load seen within the knee, so the margin still holds.
-        pytest.param([(800.0, 2, 20.0, 0.3), (530.0, 2, 10.0, 0.75)], True, id="load"),
-    ],
-)
-@pytest.mark.usefixtures("without_ninth_split_rules")
-def test_the_latency_margin_holds_only_a_p99_the_load_drives(
-    phases: list[tuple[float, int, float, float]], held_back: bool
-) -> None:
-    """`latency_margin_tested` (docs/policy.md, "Ninth split", H2): a P99 over the latency
-    margin holds the replicas only while one fewer would load each beyond the heaviest
-    load per replica seen within the knee."""
-    # The 0.15 hysteresis of the tenth split: since the twelfth split's 0.25 the
-    # hysteresis alone keeps the two pods of the "load" case, before the margin is read.
-    base = replace(CONFIG, scale_down_hysteresis=0.15)
-    tested = replace(base, latency_margin_tested=True)
-    for config, hold in ((base, True), (tested, held_back)):
-        rec, _ = serve(config, phases)
-        current = phases[-1][1]
-        assert (rec.reason == recommender.LATENCY_MARGIN) == hold, rec.message
-        assert (rec.replicas == current) == hold, rec.message
-
-
 def test_a_fleet_that_just_grew_is_not_multiplied_by_the_p99_of_its_backlog() -> None:
     """`burst_needs_steady_fleet` (docs/policy.md, "Ninth split", H3): pods that joined
     within the rate window, none pending, P99 still over the SLO from the smaller fleet's
@@ -536,43 +505,6 @@ def test_a_fleet_that_just_grew_is_not_multiplied_by_the_p99_of_its_backlog() ->
     assert results[True].replicas < results[False].replicas
 
 
-@pytest.mark.usefixtures("without_ninth_split_rules")
-def test_a_scale_down_stops_where_the_latency_curve_nears_the_slo() -> None:
-    """`scale_down_predicted_margin` (docs/policy.md, "Tenth split", H6): the pods were seen
-    at 0.3 of the SLO with 250 tok/s each, 0.45 with 333 and 0.65 (under the 0.7 latency
-    margin) with 400. Back at 8 replicas and 2,000 tok/s, the default scales down to 5
-    (400 each: within the SLO); with a margin of 0.5 it stops at 6, where the curve
-    predicts at most half the SLO, and says why. With only the lightest load ever seen,
-    the curve predicts nothing beyond it and holds nothing."""
-    phases = [
-        (2000.0, 8, 20.0, 0.3),
-        (2000.0, 6, 20.0, 0.45),
-        (2000.0, 5, 20.0, 0.65),
-        (2000.0, 8, 10.0, 0.3),
-    ]
-    free = replace(CONFIG, max_scale_down_step=100)  # the whole scale-down in one decision
-    margin = replace(free, scale_down_predicted_margin=0.5)
-    plain, _ = serve(free, phases)
-    kept, st = serve(margin, phases)
-    assert (plain.replicas, kept.replicas) == (5, 6), (plain.message, kept.message)
-    assert "the latency curve puts fewer above 50% of the SLO" in kept.message
-    curve = state.CAPACITY.latency_curve(state.load(st.model, config=margin).cap, target=PRIOR)
-    at = curve.p99(2000.0 / kept.replicas)
-    assert at is None or at <= 0.5 * SLO
-    fewer = curve.p99(2000.0 / (kept.replicas - 1))
-    assert fewer is not None and fewer > 0.5 * SLO
-    # Only a lighter fleet ever seen: the curve predicts nothing beyond it to hold for.
-    light, _ = serve(margin, [(2000.0, 8, 20.0, 0.3)])
-    fresh, _ = serve(free, [(2000.0, 8, 20.0, 0.3)])
-    assert light.replicas == fresh.replicas
-
-
-@pytest.mark.parametrize("share", [-0.1, 1.5, math.nan])
-def test_a_predicted_margin_outside_0_to_1_is_refused_with_what_to_give(share: float) -> None:
-    with pytest.raises(ValueError, match=r"scale_down_predicted_margin .*or 0 for off"):
-        PolicyConfig(scale_down_predicted_margin=share)
-
-
 def test_the_fleet_first_seen_teaches_at_once_with_first_fleet_steady() -> None:
     """`first_fleet_steady` (docs/policy.md, "Twelfth split", H8): 14 warmed pods already
     serving 600 tok/s each with TTFT at 0.25 of its SLO and TPOT at 0.045 s of its 0.1 s.
@@ -593,69 +525,6 @@ def test_the_fleet_first_seen_teaches_at_once_with_first_fleet_steady() -> None:
         assert (learned == pytest.approx(600.0)) if steady else learned is None
     assert results[False].replicas >= 21, results[False].message
     assert results[True].replicas == 14, results[True].message
-
-
-def settled(config: PolicyConfig, *, rate: float, replicas: int) -> recommender.Recommendation:
-    """The recommendation after 30 minutes of `rate` on calm pods (P99 TTFT 0.5 s, TPOT
-    0.05 s), one 15 s pass at a time, acting on each (pods warm at once)."""
-    st = ScalingState()
-    rec = None
-    for i in range(120):
-        rec, st = recommender.recommend(
-            obs(T0 + 15.0 * i, rate=rate, replicas=replicas, p99=0.5, p99_tpot_seconds=0.05),
-            config=config,
-            state=st,
-        )
-        replicas = rec.replicas
-    assert rec is not None
-    return rec
-
-
-SPARE = {"scale_down_spare_replicas": 0.5}
-CAP = {"scale_down_hysteresis_max_replicas": 1.0}
-
-
-@pytest.mark.parametrize(
-    ("option", "hysteresis", "load", "expected", "says"),
-    [
-        pytest.param(SPARE, 0.15, (700.0, 3), (2, 3), "and 0.5 replica(s)", id="spare-small"),
-        pytest.param(SPARE, 0.15, (9000.0, 20), (21, 22), "and 0.5 replica(s)", id="spare-large"),
-        pytest.param(
-            CAP, 0.25, (9000.0, 20), (23, 19), "at most 1 replica(s)' worth", id="cap-large"
-        ),
-        pytest.param(CAP, 0.25, (700.0, 3), (2, 2), "", id="cap-small-fleet-unchanged"),
-    ],
-)
-@pytest.mark.usefixtures("without_ninth_split_rules")
-def test_the_scale_down_room_in_replicas_beside_the_share_of_demand(
-    option: dict[str, float],
-    hysteresis: float,
-    load: tuple[float, int],
-    expected: tuple[int, int],
-    says: str,
-) -> None:
-    """Room kept by a scale-down, in replicas beside the hysteresis's share of demand.
-    `scale_down_spare_replicas` (docs/policy.md, "Twelfth split", H9): 700 tok/s on pods
-    that sustain 500 each needs 2 replicas, and the 15 % hysteresis (105 tok/s) fits in
-    them; half a replica more (250 tok/s) does not, so 3 stay. On a fleet of about 20, half
-    a replica is 2-3 % of it, and at most one more stays.
-    `scale_down_hysteresis_max_replicas` (docs/policy.md, "Nineteenth split"): 9,000 tok/s
-    needs 18 (23 while the prior's 80 % headroom applies); the 25 % hysteresis asks for
-    room for 2,250 tok/s more and keeps the 23; capped at one replica's worth, 19 are kept
-    and the scale-down continues to them. On 700 tok/s a quarter is 175 tok/s, under one
-    replica, and the cap changes nothing. The message says why replicas were kept."""
-    rate, start = load
-    base = replace(CONFIG, scale_down_hysteresis=hysteresis, tpot_slo_seconds=0.1)
-    plain = settled(base, rate=rate, replicas=start)
-    chosen = settled(replace(base, **option), rate=rate, replicas=start)
-    assert (plain.replicas, chosen.replicas) == expected, (plain.message, chosen.message)
-    assert says in chosen.message
-
-
-@pytest.mark.parametrize("most", [-1.0, float("nan")])
-def test_a_negative_hysteresis_cap_is_refused_with_what_to_give(most: float) -> None:
-    with pytest.raises(ValueError, match=r"scale_down_hysteresis_max_replicas .* 0 or more"):
-        PolicyConfig(scale_down_hysteresis_max_replicas=most)
 
 
 def run_rates(config: PolicyConfig, rates: list[float], replicas: int) -> list[tuple[int, str]]:
@@ -743,20 +612,6 @@ def join_while_draining(
     return asked, rec, st, t
 
 
-def test_pods_that_join_while_a_backlog_drains_are_not_doubled_again() -> None:
-    """`fleet_while_draining` (docs/policy.md, "Twenty-third split"), in the scene of
-    `join_while_draining`. Draining samples teach nothing, and without the flag the record
-    of when the fleet last grew skipped them too: the pods that just joined count as
-    steady and the burst doubles them. With the flag they are a fleet of seconds, and the
-    replicas asked for stay."""
-    base = replace(CONFIG, burst_fleet_seen=False)  # the later guard would hide it
-    asked, blind, _, _ = join_while_draining(replace(base, fleet_while_draining=False))
-    assert blind.reason == recommender.LATENCY_SLO
-    assert blind.replicas >= 2 * (asked - 1), blind.message
-    asked, tracked, _, _ = join_while_draining(replace(base, fleet_while_draining=True))
-    assert tracked.replicas == asked, tracked.message
-
-
 def test_the_burst_waits_for_the_record_to_see_pods_that_joined_while_draining() -> None:
     """`burst_fleet_seen` (docs/policy.md, "Twenty-fourth split"): the same scene, with
     the capacity's record left as it is (it skips draining samples). Without the flag the
@@ -780,98 +635,3 @@ def test_the_burst_waits_for_the_record_to_see_pods_that_joined_while_draining()
         later.append(rec.replicas)
     assert later[0] <= asked + 1, later  # one replica at a time, no doubling yet
     assert max(later) >= asked * recommender.BURST_CAP - 1, later
-
-
-@pytest.mark.parametrize(("window", "first"), [(0.0, 60.0), (120.0, 120.0)])
-def test_the_burst_waits_for_its_own_steady_window(window: float, first: float) -> None:
-    """`burst_steady_seconds` (docs/policy.md, "Twenty-third split"): with the burst held
-    for a steady fleet, a fleet that just grew and still shows a P99 over its SLO is
-    multiplied once it has not grown for that long (0: the 60 s rate window)."""
-    config = replace(
-        CONFIG, burst_needs_steady_fleet=True, burst_steady_seconds=window, max_replicas=100
-    )
-    r0, st, t = settle(config, rate=2000.0, replicas=3, p99=0.5)
-    grown = 2 * r0
-    joined = t - 1.0  # the first sample that shows the grown fleet
-    burst_at = None
-    for _ in range(12):
-        rec, st = recommender.recommend(
-            obs(t, rate=2000.0, replicas=grown, p99=6.0), config=config, state=st
-        )
-        if burst_at is None and rec.replicas >= grown * recommender.BURST_CAP:
-            burst_at = t - 1.0 - joined
-        t += 15.0
-    assert burst_at == first
-
-
-@pytest.mark.parametrize("seconds", [-1.0, float("nan")])
-def test_a_negative_burst_window_is_refused_with_what_to_give(seconds: float) -> None:
-    with pytest.raises(ValueError, match=r"burst_steady_seconds .* 0 or more"):
-        PolicyConfig(burst_steady_seconds=seconds)
-
-
-def hysteresis_keeps(message: str) -> int | None:
-    """The replicas the hysteresis kept on one pass, from its message (None: it kept none)."""
-    found = re.search(r"keeping (\d+) replicas?: fewer need", message)
-    return None if found is None else int(found.group(1))
-
-
-def test_the_hysteresis_of_the_mean_does_not_stack_on_the_error_margin() -> None:
-    """`scale_down_hysteresis_of_mean` (docs/policy.md, "Twenty-fifth split"): a level
-    load, then a stretch that swings between it and 1.75 x it (the measured forecast error
-    climbs to x1.2-1.3), then the level again. Today's hysteresis asks for 25 % over
-    demand, which already holds the error's margin; the share over the forecast mean
-    keeps fewer replicas while the error is high, and once it has decayed keeps what
-    the level needs, as today's does."""
-    free = replace(CONFIG, max_scale_down_step=100, scale_down_peak_window_seconds=0.0)
-    rates = [8000.0] * 80 + [8000.0 if (i // 4) % 2 else 14000.0 for i in range(48)]
-    rates += [8000.0] * 60
-    today = run_rates(free, rates, 4)
-    of_mean = run_rates(replace(free, scale_down_hysteresis_of_mean=0.35), rates, 4)
-    fewer = [
-        i
-        for i, ((_, a), (_, b)) in enumerate(zip(today, of_mean, strict=True))
-        if "measured error" in a
-        and (ka := hysteresis_keeps(a)) is not None
-        and (kb := hysteresis_keeps(b)) is not None
-        and kb < ka
-    ]
-    assert fewer, "the share over the mean never kept fewer while the error was high"
-    assert all(80 <= i < 140 for i in fewer), fewer  # in and just after the swings
-    assert "fewer need demand under 135% of the forecast mean" in of_mean[fewer[0]][1]
-    assert today[-1][0] == of_mean[-1][0] == 6  # calm again: 8,000 tok/s at 2,000 each
-
-
-def test_a_negative_hysteresis_of_the_mean_is_refused_with_what_to_give() -> None:
-    with pytest.raises(ValueError, match=r"scale_down_hysteresis_of_mean .* 0 or more"):
-        PolicyConfig(scale_down_hysteresis_of_mean=-0.1)
-
-
-def test_the_forecast_lead_asks_earlier_on_a_ramp_and_the_same_on_a_level() -> None:
-    """`forecast_lead_seconds` (docs/policy.md, "Twenty-sixth split"): the forecast looks
-    past the start-up horizon by the age of its data. On a level load it asks for what it
-    asked for before; on a ramp (+2 % a minute after 20 level minutes) it reaches each
-    count no later, and some earlier, and its message says how far it looked."""
-    free = replace(CONFIG, max_scale_down_step=100, scale_down_peak_window_seconds=0.0)
-    led = replace(free, forecast_lead_seconds=40.0)
-    level = [8000.0] * 120
-    assert [r for r, _ in run_rates(free, level, 4)] == [r for r, _ in run_rates(led, level, 4)]
-    ramp = [8000.0] * 80 + [8000.0 * 1.02 ** (i / 4) for i in range(120)]
-    plain = [r for r, _ in run_rates(free, ramp, 4)]
-    ahead = run_rates(led, ramp, 4)
-    lead = [r for r, _ in ahead]
-
-    def first(counts: list[int], n: int) -> int:
-        return next(i for i, r in enumerate(counts) if r >= n)
-
-    grown = range(plain[79] + 1, max(plain) + 1)
-    assert grown, plain
-    assert all(first(lead, n) <= first(plain, n) for n in grown), (plain, lead)
-    assert any(first(lead, n) < first(plain, n) for n in grown), (plain, lead)
-    assert "in 160 s" in ahead[-1][1]  # the default 120 s horizon + 40 s
-
-
-@pytest.mark.parametrize("seconds", [-1.0, 601.0, float("nan")])
-def test_a_forecast_lead_out_of_range_is_refused_with_what_to_give(seconds: float) -> None:
-    with pytest.raises(ValueError, match=r"forecast_lead_seconds .* 0 to 600"):
-        PolicyConfig(forecast_lead_seconds=seconds)
