@@ -134,7 +134,12 @@ spike) and day 8, 00:00-01:30 (a rise after midnight), and servegen-m-small day 
 three were run once in full and swept with 2f2695b's defaults, and the twenty-seventh split
 (2026-12-06) moved them into tuning and held out the next three the script printed:
 servegen-m-large day 8, 21:00-22:30 (a late rise) and day 7, 21:00-22:30 (a night of
-swings), and servegen-m-small day 12, 11:30-13:00 (a midday fall). The
+swings), and servegen-m-small day 12, 11:30-13:00 (a midday fall). The twenty-seventh
+round changed no default; those three were run once in full and swept with 2f2695b's
+defaults, and the twenty-eighth split (2026-12-06) moved them into tuning and held out the
+next three the script printed: servegen-m-large day 14, 00:30-02:00 (a late-night climb)
+and day 8, 11:30-13:00 (a midday fall), and servegen-m-small day 3, 11:30-13:00 (a midday
+dip and spike). The
 held-out cases (`held_out=True`) are never used to tune anything, and results on them
 are the honest ones.
 """
@@ -468,16 +473,27 @@ CASES = (
     # Day 10, 13:30-15:00: an early-afternoon hump, ~1,573 to ~2,054 req/s at 13:50,
     # ~1,354-1,635 after (x0.03).
     _servegen("servegen-m-small-d10-afternoon", "m-small", day=10, start_h=13.5, hours=1.5),
-    # Held out from here on: chosen in the twenty-seventh split of 2026-12-06 by
-    # `bench/holdout.py`, before anything ran on them.
+    # Held out in the twenty-seventh split of 2026-12-06 by `bench/holdout.py`, run once and
+    # swept the same day (with 2f2695b's defaults): tuning now.
     # Day 8, 21:00-22:30: a late rise, ~228-291 req/s, ~362 at 22:10 and ~333 after (x0.1).
-    _servegen("servegen-m-large-d8-dusk", "m-large", day=8, start_h=21, hours=1.5, held_out=True),
+    _servegen("servegen-m-large-d8-dusk", "m-large", day=8, start_h=21, hours=1.5),
     # Day 7, 21:00-22:30: a night of swings, ~282-339 req/s, ~211 at 21:50, ~321 and ~223
     # after (x0.1).
-    _servegen("servegen-m-large-d7-night", "m-large", day=7, start_h=21, hours=1.5, held_out=True),
+    _servegen("servegen-m-large-d7-night", "m-large", day=7, start_h=21, hours=1.5),
     # Day 12, 11:30-13:00: a midday fall, ~1,989 to ~1,625 req/s at 11:40, ~1,466-1,734
     # after, ~1,294 at 12:40 (x0.03).
+    _servegen("servegen-m-small-d12-noon", "m-small", day=12, start_h=11.5, hours=1.5),
+    # Held out from here on: chosen in the twenty-eighth split of 2026-12-06 by
+    # `bench/holdout.py`, before anything ran on them.
+    # Day 14, 00:30-02:00: a late-night climb, ~209-254 req/s, ~297 at 01:30 and ~332-335
+    # from 01:40 (x0.1).
     _servegen(
-        "servegen-m-small-d12-noon", "m-small", day=12, start_h=11.5, hours=1.5, held_out=True
+        "servegen-m-large-d14-midnight", "m-large", day=14, start_h=0.5, hours=1.5, held_out=True
     ),
+    # Day 8, 11:30-13:00: a midday fall, ~251-265 req/s, ~208-238 from 12:00, ~142-185 from
+    # 12:20 (x0.1).
+    _servegen("servegen-m-large-d8-noon", "m-large", day=8, start_h=11.5, hours=1.5, held_out=True),
+    # Day 3, 11:30-13:00: a midday dip and spike, ~1,588-1,668 to ~1,053 req/s at 12:10,
+    # ~1,559 at 12:30, ~1,007-1,074 after (x0.03).
+    _servegen("servegen-m-small-d3-noon", "m-small", day=3, start_h=11.5, hours=1.5, held_out=True),
 )

@@ -55,6 +55,11 @@ TWENTY_SEVENTH = (
     "servegen-m-large-d7-night",
     "servegen-m-small-d12-noon",
 )
+TWENTY_EIGHTH = (
+    "servegen-m-large-d14-midnight",
+    "servegen-m-large-d8-noon",
+    "servegen-m-small-d3-noon",
+)
 
 
 @pytest.mark.parametrize(
@@ -73,7 +78,8 @@ TWENTY_SEVENTH = (
         (TWENTY_FOURTH, TWENTY_FIFTH),
         (TWENTY_FIFTH, TWENTY_SIXTH),
         (TWENTY_SIXTH, TWENTY_SEVENTH),
-        (TWENTY_SEVENTH, ()),
+        (TWENTY_SEVENTH, TWENTY_EIGHTH),
+        (TWENTY_EIGHTH, ()),
     ],
     ids=[
         "14th",
@@ -90,6 +96,7 @@ TWENTY_SEVENTH = (
         "25th (script)",
         "26th (script)",
         "27th (script)",
+        "28th (script)",
     ],
 )
 def test_the_script_reproduces_the_hand_run_splits(
