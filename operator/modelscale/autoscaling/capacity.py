@@ -394,6 +394,12 @@ class CapacityModel:
             tested = load
         return tested
 
+    def limit_seen(self, state: CapacityState, *, target: float, slo: float) -> bool:
+        """Whether the latency curve holds a bin past `knee` x `slo`: a load the pods were
+        seen failing at, so the capacity is measured rather than the spec's prior (or a
+        step up from the loads served) that no sample has contradicted."""
+        return any(p > slo * self.knee for _, p in self.latency_curve(state, target=target).points)
+
     def to_dict(self, state: CapacityState) -> dict[str, Any]:
         out = {
             "s": state.scale,

@@ -330,20 +330,26 @@ def _within_tested_load(
     """The fewest replicas, at least `replicas` and at most `current`, that load each with
     at most `config.scale_down_reach` x the heaviest load per replica seen within the SLO
     (`CapacityModel.tested_load`); where that leaves `config.scale_down_small_fleet`
-    replicas or fewer, at most `config.scale_down_reach_small` x it (when set). With the
-    reach that decided. No such load seen yet: `replicas` (the other guards, the window
-    and the latency margin, still apply)."""
+    replicas or fewer, at most `config.scale_down_reach_small` x it (when set), and at
+    most `config.scale_down_reach_untested` x it (when set) while no load past the knee
+    has been seen. With the reach that decided. No such load seen yet: `replicas` (the
+    other guards, the window and the latency margin, still apply)."""
     reach = config.scale_down_reach
-    tested = state_mod.capacity_model(config).tested_load(
-        model.cap, target=config.target_tokens_per_replica, slo=config.latency_slo_seconds
-    )
+    capacity = state_mod.capacity_model(config)
+    target, slo = config.target_tokens_per_replica, config.latency_slo_seconds
+    tested = capacity.tested_load(model.cap, target=target, slo=slo)
     if tested is None or tested <= 0.0:
         return replicas, reach
     kept = max(replicas, _ceil_replicas(demand / (reach * tested), config))
     if config.scale_down_reach_small and kept <= config.scale_down_small_fleet:
-        small = _ceil_replicas(demand / (config.scale_down_reach_small * tested), config)
+        small_reach = config.scale_down_reach_small
+        if config.scale_down_reach_untested and not capacity.limit_seen(
+            model.cap, target=target, slo=slo
+        ):
+            small_reach = config.scale_down_reach_untested
+        small = _ceil_replicas(demand / (small_reach * tested), config)
         if small > kept:
-            kept, reach = small, config.scale_down_reach_small
+            kept, reach = small, small_reach
     return min(current, kept), reach
 
 

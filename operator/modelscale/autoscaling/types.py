@@ -189,6 +189,13 @@ class PolicyConfig:
     # stop; 0: off, `scale_down_reach` everywhere (the default until then).
     scale_down_reach_small: float = 1.5
     scale_down_small_fleet: int = 2
+    # The small-fleet reach while the latency curve shows no load past the knee: the
+    # pods' limit was never seen, so the capacity is the spec's prior (or the steps up
+    # from loads served) that no sample contradicted. From 2 calm pods at ~180 tok/s each,
+    # servegen-m-small-d12-noon went to 1 at 365 tok/s, 1.5x its heaviest bin within the
+    # SLO, on a 500 tok/s prior; the pod saturated at ~320 (docs/policy.md,
+    # "Twenty-eighth split"). 0: off (`scale_down_reach_small` whether seen or not).
+    scale_down_reach_untested: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.scale_down_reach >= 1.0:
@@ -204,6 +211,11 @@ class PolicyConfig:
                 f"scale_down_small_fleet {self.scale_down_small_fleet!r}: give a multiple of "
                 "the heaviest load per replica seen, 1 or more (0: off), and a fleet of 1 "
                 "replica or more"
+            )
+        if not (self.scale_down_reach_untested == 0.0 or self.scale_down_reach_untested >= 1.0):
+            raise ValueError(
+                f"scale_down_reach_untested {self.scale_down_reach_untested!r}: give a "
+                "multiple of the heaviest load per replica seen, 1 or more (0: off)"
             )
         if self.scale_down_peak_window_seconds < 0.0 or not (
             0.0 < self.scale_down_peak_share <= 1.0

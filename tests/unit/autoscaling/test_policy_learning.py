@@ -402,6 +402,41 @@ def test_a_small_fleet_reach_holds_the_last_two_and_leaves_large_fleets_alone() 
     assert PolicyConfig().scale_down_reach_small == 1.5  # frozen by the second round
 
 
+def test_an_unseen_limit_narrows_the_small_fleet_reach_until_a_pod_is_seen_failing() -> None:
+    """`scale_down_reach_untested` (off by default; the twenty-eighth round measures it):
+    one pod seen calm at 350 tok/s, then two serving 400 between them. 1.5x the load seen
+    lets the second go, but no pod was ever seen past its knee (the 500 tok/s prior is
+    untested), so at 1.0 both stay and the message names that reach. Once a pod was seen
+    failing (700 tok/s, P99 over the SLO), the limit is measured and the small-fleet
+    reach applies again."""
+    calm = [(350.0, 1, 10.0), (400.0, 2, 20.0)]
+    rec, _, _ = held(CONFIG, phases=calm)
+    assert rec.replicas == 1
+    untested = replace(CONFIG, scale_down_reach_untested=1.0)
+    rec, _, _ = held(untested, phases=calm)
+    assert rec.replicas == 2
+    assert "1x the heaviest load per replica seen within the SLO" in rec.message
+    st, t = ScalingState(), T0
+    for rate, replicas, minutes, p99 in [
+        (350.0, 1, 10.0, 0.3),
+        (700.0, 1, 5.0, 3.0),
+        (400.0, 2, 20.0, 0.3),
+    ]:
+        for _ in range(int(minutes * 4)):
+            rec, st = recommender.recommend(
+                obs(t, rate=rate, replicas=replicas, p99=p99), config=untested, state=st
+            )
+            t += 15.0
+    assert rec.replicas == 1
+    assert PolicyConfig().scale_down_reach_untested == 0.0
+
+
+@pytest.mark.parametrize("reach", [0.5, float("nan"), -1.0])
+def test_an_untested_reach_under_1_is_refused_with_what_to_give(reach: float) -> None:
+    with pytest.raises(ValueError, match=r"scale_down_reach_untested .* 1 or more \(0: off\)"):
+        PolicyConfig(scale_down_reach_untested=reach)
+
+
 @pytest.mark.parametrize(("reach", "fleet"), [(0.5, 2), (float("nan"), 2), (1.5, 0)])
 def test_a_small_fleet_reach_under_1_or_an_empty_fleet_is_refused(reach: float, fleet: int) -> None:
     with pytest.raises(ValueError, match=r"scale_down_reach_small .* 1 or more \(0: off\)"):
