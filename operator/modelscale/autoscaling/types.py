@@ -194,8 +194,9 @@ class PolicyConfig:
     # from loads served) that no sample contradicted. From 2 calm pods at ~180 tok/s each,
     # servegen-m-small-d12-noon went to 1 at 365 tok/s, 1.5x its heaviest bin within the
     # SLO, on a 500 tok/s prior; the pod saturated at ~320 (docs/policy.md,
-    # "Twenty-eighth split"). 0: off (`scale_down_reach_small` whether seen or not).
-    scale_down_reach_untested: float = 0.0
+    # "Twenty-eighth split"). 1.0 was chosen by the twenty-eighth split's first round
+    # and frozen at the next stop; 0: off (`scale_down_reach_small` whether seen or not).
+    scale_down_reach_untested: float = 1.0
 
     def __post_init__(self) -> None:
         if not self.scale_down_reach >= 1.0:

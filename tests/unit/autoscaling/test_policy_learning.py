@@ -367,7 +367,11 @@ def held(
 def test_scale_down_never_loads_a_pod_far_beyond_any_load_seen_within_the_slo(
     phases: list[tuple[float, int, float]], want: int
 ) -> None:
-    rec, _, _ = held(replace(CONFIG, scale_down_reach=1.5), phases=phases)
+    # The untested reach is off here: no pod is seen past its knee in these phases, so at
+    # its default (1.0) it would hold the second pod of "a-load-seen-allows-it" (the
+    # test after next covers it).
+    off = replace(CONFIG, scale_down_reach_untested=0.0)
+    rec, _, _ = held(replace(off, scale_down_reach=1.5), phases=phases)
     assert rec.replicas == want
     if want == 2:
         assert "1.5x the heaviest load per replica seen within the SLO" in rec.message
@@ -390,8 +394,11 @@ def test_a_small_fleet_reach_holds_the_last_two_and_leaves_large_fleets_alone() 
     """`scale_down_reach_small` (1.5 by default since the twenty-second split's second
     round): the reach where the scale-down would leave two replicas or fewer. 2 -> 1 at
     400 tok/s, which 2x the load seen allows, is refused at 1.5x and the message names
-    that reach; a fleet of 10 still steps down."""
-    small = replace(CONFIG, scale_down_reach=2.0, scale_down_reach_small=1.5)
+    that reach; a fleet of 10 still steps down. (The untested reach is off here: the next
+    test covers it.)"""
+    small = replace(
+        CONFIG, scale_down_reach=2.0, scale_down_reach_small=1.5, scale_down_reach_untested=0.0
+    )
     rec, _, _ = held(small, phases=[(400.0, 2, 20.0)])
     assert rec.replicas == 2
     assert "1.5x the heaviest load per replica seen within the SLO" in rec.message
@@ -403,14 +410,14 @@ def test_a_small_fleet_reach_holds_the_last_two_and_leaves_large_fleets_alone() 
 
 
 def test_an_unseen_limit_narrows_the_small_fleet_reach_until_a_pod_is_seen_failing() -> None:
-    """`scale_down_reach_untested` (off by default; the twenty-eighth round measures it):
+    """`scale_down_reach_untested` (1.0, frozen after the twenty-eighth split's rounds):
     one pod seen calm at 350 tok/s, then two serving 400 between them. 1.5x the load seen
     lets the second go, but no pod was ever seen past its knee (the 500 tok/s prior is
     untested), so at 1.0 both stay and the message names that reach. Once a pod was seen
     failing (700 tok/s, P99 over the SLO), the limit is measured and the small-fleet
     reach applies again."""
     calm = [(350.0, 1, 10.0), (400.0, 2, 20.0)]
-    rec, _, _ = held(CONFIG, phases=calm)
+    rec, _, _ = held(replace(CONFIG, scale_down_reach_untested=0.0), phases=calm)
     assert rec.replicas == 1
     untested = replace(CONFIG, scale_down_reach_untested=1.0)
     rec, _, _ = held(untested, phases=calm)
@@ -428,7 +435,7 @@ def test_an_unseen_limit_narrows_the_small_fleet_reach_until_a_pod_is_seen_faili
             )
             t += 15.0
     assert rec.replicas == 1
-    assert PolicyConfig().scale_down_reach_untested == 0.0
+    assert PolicyConfig().scale_down_reach_untested == 1.0  # frozen by the first round
 
 
 @pytest.mark.parametrize("reach", [0.5, float("nan"), -1.0])
