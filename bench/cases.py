@@ -139,7 +139,11 @@ round changed no default; those three were run once in full and swept with 2f269
 defaults, and the twenty-eighth split (2026-12-06) moved them into tuning and held out the
 next three the script printed: servegen-m-large day 14, 00:30-02:00 (a late-night climb)
 and day 8, 11:30-13:00 (a midday fall), and servegen-m-small day 3, 11:30-13:00 (a midday
-dip and spike). The
+dip and spike). The twenty-eighth round's change was frozen (bcf8e61); those three were
+run once in full and swept with it, and the twenty-ninth split (2026-12-06) moved them
+into tuning and held out the next three the script printed: servegen-m-large day 14,
+20:00-21:30 (an evening fall) and day 9, 19:00-20:30 (an evening of rises), and
+servegen-m-small day 11, 04:30-06:00 (a pre-dawn saw-tooth). The
 held-out cases (`held_out=True`) are never used to tune anything, and results on them
 are the honest ones.
 """
@@ -483,17 +487,30 @@ CASES = (
     # Day 12, 11:30-13:00: a midday fall, ~1,989 to ~1,625 req/s at 11:40, ~1,466-1,734
     # after, ~1,294 at 12:40 (x0.03).
     _servegen("servegen-m-small-d12-noon", "m-small", day=12, start_h=11.5, hours=1.5),
-    # Held out from here on: chosen in the twenty-eighth split of 2026-12-06 by
-    # `bench/holdout.py`, before anything ran on them.
+    # Held out in the twenty-eighth split of 2026-12-06 by `bench/holdout.py`, run once and
+    # swept the same day (with bcf8e61's defaults): tuning now.
     # Day 14, 00:30-02:00: a late-night climb, ~209-254 req/s, ~297 at 01:30 and ~332-335
     # from 01:40 (x0.1).
-    _servegen(
-        "servegen-m-large-d14-midnight", "m-large", day=14, start_h=0.5, hours=1.5, held_out=True
-    ),
+    _servegen("servegen-m-large-d14-midnight", "m-large", day=14, start_h=0.5, hours=1.5),
     # Day 8, 11:30-13:00: a midday fall, ~251-265 req/s, ~208-238 from 12:00, ~142-185 from
     # 12:20 (x0.1).
-    _servegen("servegen-m-large-d8-noon", "m-large", day=8, start_h=11.5, hours=1.5, held_out=True),
+    _servegen("servegen-m-large-d8-noon", "m-large", day=8, start_h=11.5, hours=1.5),
     # Day 3, 11:30-13:00: a midday dip and spike, ~1,588-1,668 to ~1,053 req/s at 12:10,
     # ~1,559 at 12:30, ~1,007-1,074 after (x0.03).
-    _servegen("servegen-m-small-d3-noon", "m-small", day=3, start_h=11.5, hours=1.5, held_out=True),
+    _servegen("servegen-m-small-d3-noon", "m-small", day=3, start_h=11.5, hours=1.5),
+    # Held out from here on: chosen in the twenty-ninth split of 2026-12-06 by
+    # `bench/holdout.py`, before anything ran on them.
+    # Day 14, 20:00-21:30: an evening fall, ~294-300 req/s, ~241-247 from 20:30, ~179 at
+    # 20:50, ~234 and ~183 after (x0.1).
+    _servegen(
+        "servegen-m-large-d14-evening", "m-large", day=14, start_h=20, hours=1.5, held_out=True
+    ),
+    # Day 9, 19:00-20:30: an evening of rises, ~138 req/s, ~164-218 from 19:20, ~154-186
+    # after, ~259 at 20:10 and ~220 after (x0.1).
+    _servegen("servegen-m-large-d9-dusk", "m-large", day=9, start_h=19, hours=1.5, held_out=True),
+    # Day 11, 04:30-06:00: a pre-dawn saw-tooth, ~1,029-1,254 and ~1,490-1,661 req/s in
+    # turn every 10 minutes (x0.03).
+    _servegen(
+        "servegen-m-small-d11-dawn", "m-small", day=11, start_h=4.5, hours=1.5, held_out=True
+    ),
 )

@@ -60,6 +60,11 @@ TWENTY_EIGHTH = (
     "servegen-m-large-d8-noon",
     "servegen-m-small-d3-noon",
 )
+TWENTY_NINTH = (
+    "servegen-m-large-d14-evening",
+    "servegen-m-large-d9-dusk",
+    "servegen-m-small-d11-dawn",
+)
 
 
 @pytest.mark.parametrize(
@@ -79,7 +84,8 @@ TWENTY_EIGHTH = (
         (TWENTY_FIFTH, TWENTY_SIXTH),
         (TWENTY_SIXTH, TWENTY_SEVENTH),
         (TWENTY_SEVENTH, TWENTY_EIGHTH),
-        (TWENTY_EIGHTH, ()),
+        (TWENTY_EIGHTH, TWENTY_NINTH),
+        (TWENTY_NINTH, ()),
     ],
     ids=[
         "14th",
@@ -97,6 +103,7 @@ TWENTY_EIGHTH = (
         "26th (script)",
         "27th (script)",
         "28th (script)",
+        "29th (script)",
     ],
 )
 def test_the_script_reproduces_the_hand_run_splits(
