@@ -65,7 +65,7 @@ def _ablate(name: str) -> None:
     elif name == "step-response":
         recommender.STEP_GAIN = 0.0
     elif name == "burst-response":
-        recommender.BURST_CAP = 1.0
+        CONFIG_CHANGES["burst_cap"] = 1.0
 
 
 ABLATIONS = (
@@ -78,6 +78,8 @@ ABLATIONS = (
     "burst-response",
 )
 ADAPTIVE = True
+# PolicyConfig fields an ablation sets (default_config applies them).
+CONFIG_CHANGES: dict[str, Any] = {}
 
 
 def default_config(setup: suite.Setup) -> PolicyConfig:
@@ -94,7 +96,7 @@ def default_config(setup: suite.Setup) -> PolicyConfig:
             },
         }
     )
-    return replace(policy_config(spec), adaptive=ADAPTIVE)
+    return replace(policy_config(spec), adaptive=ADAPTIVE, **CONFIG_CHANGES)
 
 
 def first_load_replicas(setup: suite.Setup) -> int:

@@ -84,8 +84,6 @@ LATENCY_MARGIN = "LatencyMargin"
 KEEP_DECISIONS = 10
 # Share of a rise since the last sample added on top of it (see recommend_for_forecast).
 STEP_GAIN = 1.0
-# On a P99 over its SLO, scale the warmed replicas by the overshoot, up to this factor.
-BURST_CAP = 2.0
 # Zero demand counts as none (the replicas go to minReplicas at once) after this many
 # horizons of silence, the rate window's included (see recommend_for_forecast).
 IDLE_HORIZONS = 2.0
@@ -562,7 +560,8 @@ def recommend(
         # its P99 measures this fleet, not the backlog of a smaller one.
         steady = model.fleet is not None and (
             obs.sample_time is not None
-            and obs.sample_time - model.fleet[1] >= config.rate_window_seconds
+            and obs.sample_time - model.fleet[1]
+            >= config.rate_window_seconds * config.burst_steady_windows
             # Pods that joined while a backlog drained are not in the record yet.
             and (not config.burst_fleet_seen or model.fleet[0] >= obs.warmed_replicas)
         )
@@ -579,7 +578,8 @@ def recommend(
             # to 47 replicas. A replica starting for another reason does not hold it: a
             # step in prompt length on servegen-m-large broke TPOT by 1.5-2x for four
             # windows while one replica the forecast wanted was starting.
-            floor = max(floor, math.ceil(obs.warmed_replicas * min(share, BURST_CAP) - 1e-9))
+            cap = config.burst_cap
+            floor = max(floor, math.ceil(obs.warmed_replicas * min(share, cap) - 1e-9))
         if floor > replicas:
             replicas, reason = floor, urgent.reason
             message = f"{urgent.message}: {replicas} replicas ({message})"

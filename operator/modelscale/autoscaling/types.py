@@ -197,6 +197,19 @@ class PolicyConfig:
     # "Twenty-eighth split"). 1.0 was chosen by the twenty-eighth split's first round
     # and frozen at the next stop; 0: off (`scale_down_reach_small` whether seen or not).
     scale_down_reach_untested: float = 1.0
+    # With `adaptive`: a P99 over its SLO multiplies the warmed replicas by its overshoot,
+    # up to this factor, once the fleet is steady (`burst_needs_steady_fleet`): far over the
+    # SLO is far over capacity, and one replica at a time would take a horizon per replica
+    # to catch up with a step (docs/policy.md, "Burst and step response"). 2.0 since the
+    # first rounds (3 was measured then: no window gained).
+    burst_cap: float = 2.0
+    # With `adaptive`: the burst counts the fleet as steady once it has not grown for this
+    # many rate windows. The window's P99 holds the requests that queued before pods
+    # joined and finished after; one window after a scale-out on servegen-m-large-d14-
+    # midnight (seed 1) it still read 2.2x the SLO from the 7 pods' backlog, and the burst
+    # doubled the 10 warmed to 20 where 11-12 were needed (docs/policy.md, "Twenty-ninth
+    # split"). 1.0: one window (the rule until then).
+    burst_steady_windows: float = 1.0
 
     def __post_init__(self) -> None:
         if not self.scale_down_reach >= 1.0:
@@ -225,6 +238,12 @@ class PolicyConfig:
                 f"scale_down_peak_window_seconds {self.scale_down_peak_window_seconds!r}, "
                 f"scale_down_peak_share {self.scale_down_peak_share!r}: give a window of "
                 "0 s or more (0: off) and a share of the peak, 0 < x <= 1"
+            )
+        if not (self.burst_cap >= 1.0 and self.burst_steady_windows >= 1.0):
+            raise ValueError(
+                f"burst_cap {self.burst_cap!r}, burst_steady_windows "
+                f"{self.burst_steady_windows!r}: give a multiple of the warmed replicas, 1 or "
+                "more, and a number of rate windows, 1 or more"
             )
         if not 0.0 < self.learned_headroom <= 2.0:
             raise ValueError(

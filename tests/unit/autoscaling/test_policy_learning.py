@@ -195,7 +195,7 @@ def test_a_p99_far_over_the_slo_scales_by_the_overshoot() -> None:
         obs(t, rate=2000.0, replicas=r0, p99=7.0), config=CONFIG, state=st
     )
     assert rec.reason == recommender.LATENCY_SLO
-    assert rec.replicas == max(r0 + 1, math.ceil(r0 * recommender.BURST_CAP))
+    assert rec.replicas == max(r0 + 1, math.ceil(r0 * PolicyConfig().burst_cap))
 
 
 @pytest.mark.parametrize(
@@ -541,9 +541,9 @@ def test_a_fleet_that_just_grew_is_not_multiplied_by_the_p99_of_its_backlog() ->
                     obs(t, rate=2000.0, replicas=grown, p99=6.0), config=config, state=st
                 )
             assert late.reason == recommender.LATENCY_SLO
-            assert late.replicas >= grown * recommender.BURST_CAP
+            assert late.replicas >= grown * PolicyConfig().burst_cap
     assert results[False].reason == recommender.LATENCY_SLO
-    assert results[False].replicas >= 2 * before[False] * recommender.BURST_CAP - 1
+    assert results[False].replicas >= 2 * before[False] * PolicyConfig().burst_cap - 1
     assert results[True].replicas < results[False].replicas
 
 
@@ -676,4 +676,54 @@ def test_the_burst_waits_for_the_record_to_see_pods_that_joined_while_draining()
         )
         later.append(rec.replicas)
     assert later[0] <= asked + 1, later  # one replica at a time, no doubling yet
-    assert max(later) >= asked * recommender.BURST_CAP - 1, later
+    assert max(later) >= asked * PolicyConfig().burst_cap - 1, later
+
+
+def first_burst_after_growth(config: PolicyConfig) -> float | None:
+    """Seconds from a scale-out (3 calm pods joined by 3 more, all warm) to the first
+    doubling while every window's P99 stays at 3.5x its SLO; None: none within 3 min."""
+    r0, st, t = settle(config, rate=2000.0, replicas=3, p99=0.5)
+    grown = r0 + 3
+    for i in range(1, 13):
+        t += 15.0
+        rec, st = recommender.recommend(
+            obs(t, rate=2000.0, replicas=grown, p99=7.0), config=config, state=st
+        )
+        if rec.replicas >= 2 * grown:
+            return i * 15.0
+    return None
+
+
+def test_the_burst_waits_the_given_rate_windows_after_the_fleet_grew() -> None:
+    """`burst_steady_windows` (the twenty-ninth round measures it; 1 by default): the
+    window's P99 just after a scale-out still holds the smaller fleet's backlog, so the
+    burst may wait more than one rate window before it trusts the P99 of the grown
+    fleet. At 1 it doubles the 6 one window (60 s) after they grew, at 2 one window
+    later; until then one replica at a time is asked for."""
+    assert PolicyConfig().burst_steady_windows == 1.0
+    one = first_burst_after_growth(CONFIG)
+    two = first_burst_after_growth(replace(CONFIG, burst_steady_windows=2.0))
+    assert one is not None and two is not None
+    assert 60.0 <= one < 90.0
+    assert 120.0 <= two < 150.0
+
+
+def test_a_burst_cap_bounds_the_multiple_of_the_warmed_replicas() -> None:
+    """`burst_cap` (2 by default): a P99 at 3.5x its SLO asks for at most this multiple of
+    the warmed replicas at once."""
+    assert PolicyConfig().burst_cap == 2.0
+    for cap, want in [(2.0, 6), (1.5, 5)]:
+        config = replace(CONFIG, burst_cap=cap)
+        r0, st, t = settle(config, rate=2000.0, replicas=3, p99=0.5)
+        assert r0 == 3
+        rec, _ = recommender.recommend(
+            obs(t, rate=2000.0, replicas=r0, p99=7.0), config=config, state=st
+        )
+        assert rec.reason == recommender.LATENCY_SLO
+        assert rec.replicas == want, rec.message
+
+
+@pytest.mark.parametrize(("cap", "windows"), [(0.5, 1.0), (2.0, 0.5), (float("nan"), 1.0)])
+def test_a_burst_cap_or_steady_windows_under_1_is_refused(cap: float, windows: float) -> None:
+    with pytest.raises(ValueError, match=r"burst_cap .* 1 or more, and a number of rate windows"):
+        PolicyConfig(burst_cap=cap, burst_steady_windows=windows)
