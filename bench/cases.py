@@ -143,7 +143,12 @@ dip and spike). The twenty-eighth round's change was frozen (bcf8e61); those thr
 run once in full and swept with it, and the twenty-ninth split (2026-12-06) moved them
 into tuning and held out the next three the script printed: servegen-m-large day 14,
 20:00-21:30 (an evening fall) and day 9, 19:00-20:30 (an evening of rises), and
-servegen-m-small day 11, 04:30-06:00 (a pre-dawn saw-tooth). The
+servegen-m-small day 11, 04:30-06:00 (a pre-dawn saw-tooth). The twenty-ninth round
+changed no default; those three were run once in full and swept with bcf8e61's defaults,
+and the thirtieth split (2026-12-06) moved them into tuning and held out the next three
+the script printed: servegen-m-large day 14, 17:30-19:00 (an evening dip and recovery)
+and day 14, 15:30-17:00 (an afternoon climb), and servegen-m-small day 6, 13:00-14:30 (a
+midday spike). The
 held-out cases (`held_out=True`) are never used to tune anything, and results on them
 are the honest ones.
 """
@@ -498,19 +503,30 @@ CASES = (
     # Day 3, 11:30-13:00: a midday dip and spike, ~1,588-1,668 to ~1,053 req/s at 12:10,
     # ~1,559 at 12:30, ~1,007-1,074 after (x0.03).
     _servegen("servegen-m-small-d3-noon", "m-small", day=3, start_h=11.5, hours=1.5),
-    # Held out from here on: chosen in the twenty-ninth split of 2026-12-06 by
-    # `bench/holdout.py`, before anything ran on them.
+    # Held out in the twenty-ninth split of 2026-12-06 by `bench/holdout.py`, run once and
+    # swept the same day (with bcf8e61's defaults): tuning now.
     # Day 14, 20:00-21:30: an evening fall, ~294-300 req/s, ~241-247 from 20:30, ~179 at
     # 20:50, ~234 and ~183 after (x0.1).
-    _servegen(
-        "servegen-m-large-d14-evening", "m-large", day=14, start_h=20, hours=1.5, held_out=True
-    ),
+    _servegen("servegen-m-large-d14-evening", "m-large", day=14, start_h=20, hours=1.5),
     # Day 9, 19:00-20:30: an evening of rises, ~138 req/s, ~164-218 from 19:20, ~154-186
     # after, ~259 at 20:10 and ~220 after (x0.1).
-    _servegen("servegen-m-large-d9-dusk", "m-large", day=9, start_h=19, hours=1.5, held_out=True),
+    _servegen("servegen-m-large-d9-dusk", "m-large", day=9, start_h=19, hours=1.5),
     # Day 11, 04:30-06:00: a pre-dawn saw-tooth, ~1,029-1,254 and ~1,490-1,661 req/s in
     # turn every 10 minutes (x0.03).
+    _servegen("servegen-m-small-d11-dawn", "m-small", day=11, start_h=4.5, hours=1.5),
+    # Held out from here on: chosen in the thirtieth split of 2026-12-06 by
+    # `bench/holdout.py`, before anything ran on them.
+    # Day 14, 17:30-19:00: an evening dip and recovery, ~296-313 req/s, ~199-239 from 18:00,
+    # ~266-268 from 18:40 (x0.1).
     _servegen(
-        "servegen-m-small-d11-dawn", "m-small", day=11, start_h=4.5, hours=1.5, held_out=True
+        "servegen-m-large-d14-dusk", "m-large", day=14, start_h=17.5, hours=1.5, held_out=True
     ),
+    # Day 14, 15:30-17:00: an afternoon climb, ~183 to ~294 req/s by 16:00, ~259-279 after
+    # (x0.1).
+    _servegen(
+        "servegen-m-large-d14-afternoon", "m-large", day=14, start_h=15.5, hours=1.5, held_out=True
+    ),
+    # Day 6, 13:00-14:30: a midday spike, ~1,149-1,267 req/s, ~1,750 at 14:10, ~1,313 after
+    # (x0.03).
+    _servegen("servegen-m-small-d6-midday", "m-small", day=6, start_h=13, hours=1.5, held_out=True),
 )

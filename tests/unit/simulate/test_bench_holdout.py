@@ -65,6 +65,11 @@ TWENTY_NINTH = (
     "servegen-m-large-d9-dusk",
     "servegen-m-small-d11-dawn",
 )
+THIRTIETH = (
+    "servegen-m-large-d14-dusk",
+    "servegen-m-large-d14-afternoon",
+    "servegen-m-small-d6-midday",
+)
 
 
 @pytest.mark.parametrize(
@@ -85,7 +90,8 @@ TWENTY_NINTH = (
         (TWENTY_SIXTH, TWENTY_SEVENTH),
         (TWENTY_SEVENTH, TWENTY_EIGHTH),
         (TWENTY_EIGHTH, TWENTY_NINTH),
-        (TWENTY_NINTH, ()),
+        (TWENTY_NINTH, THIRTIETH),
+        (THIRTIETH, ()),
     ],
     ids=[
         "14th",
@@ -104,6 +110,7 @@ TWENTY_NINTH = (
         "27th (script)",
         "28th (script)",
         "29th (script)",
+        "30th (script)",
     ],
 )
 def test_the_script_reproduces_the_hand_run_splits(
