@@ -148,7 +148,11 @@ changed no default; those three were run once in full and swept with bcf8e61's d
 and the thirtieth split (2026-12-06) moved them into tuning and held out the next three
 the script printed: servegen-m-large day 14, 17:30-19:00 (an evening dip and recovery)
 and day 14, 15:30-17:00 (an afternoon climb), and servegen-m-small day 6, 13:00-14:30 (a
-midday spike). The
+midday spike). The thirtieth round changed no default; those three were run once in full
+and swept with bcf8e61's defaults, and the thirty-first split (2026-12-06) moved them into
+tuning and held out the next three the script printed: servegen-m-large day 14,
+22:00-23:30 (a late-evening climb) and day 8, 15:30-17:00 (an afternoon of steps), and
+servegen-m-small day 11, 07:30-09:00 (a morning saw-tooth). The
 held-out cases (`held_out=True`) are never used to tune anything, and results on them
 are the honest ones.
 """
@@ -514,19 +518,30 @@ CASES = (
     # Day 11, 04:30-06:00: a pre-dawn saw-tooth, ~1,029-1,254 and ~1,490-1,661 req/s in
     # turn every 10 minutes (x0.03).
     _servegen("servegen-m-small-d11-dawn", "m-small", day=11, start_h=4.5, hours=1.5),
-    # Held out from here on: chosen in the thirtieth split of 2026-12-06 by
-    # `bench/holdout.py`, before anything ran on them.
+    # Held out in the thirtieth split of 2026-12-06 by `bench/holdout.py`, run once and
+    # swept the same day (with bcf8e61's defaults): tuning now.
     # Day 14, 17:30-19:00: an evening dip and recovery, ~296-313 req/s, ~199-239 from 18:00,
     # ~266-268 from 18:40 (x0.1).
-    _servegen(
-        "servegen-m-large-d14-dusk", "m-large", day=14, start_h=17.5, hours=1.5, held_out=True
-    ),
+    _servegen("servegen-m-large-d14-dusk", "m-large", day=14, start_h=17.5, hours=1.5),
     # Day 14, 15:30-17:00: an afternoon climb, ~183 to ~294 req/s by 16:00, ~259-279 after
     # (x0.1).
-    _servegen(
-        "servegen-m-large-d14-afternoon", "m-large", day=14, start_h=15.5, hours=1.5, held_out=True
-    ),
+    _servegen("servegen-m-large-d14-afternoon", "m-large", day=14, start_h=15.5, hours=1.5),
     # Day 6, 13:00-14:30: a midday spike, ~1,149-1,267 req/s, ~1,750 at 14:10, ~1,313 after
     # (x0.03).
-    _servegen("servegen-m-small-d6-midday", "m-small", day=6, start_h=13, hours=1.5, held_out=True),
+    _servegen("servegen-m-small-d6-midday", "m-small", day=6, start_h=13, hours=1.5),
+    # Held out from here on: chosen in the thirty-first split of 2026-12-06 by
+    # `bench/holdout.py`, before anything ran on them.
+    # Day 14, 22:00-23:30: a late-evening climb, ~193 req/s, ~233-257 from 22:10, ~270-300
+    # from 23:00 (x0.1).
+    _servegen("servegen-m-large-d14-late", "m-large", day=14, start_h=22, hours=1.5, held_out=True),
+    # Day 8, 15:30-17:00: an afternoon of steps, ~183-209 req/s, ~258 at 16:00, ~213-236
+    # after, ~265-289 from 16:30 (x0.1).
+    _servegen(
+        "servegen-m-large-d8-afternoon", "m-large", day=8, start_h=15.5, hours=1.5, held_out=True
+    ),
+    # Day 11, 07:30-09:00: a morning saw-tooth, ~1,228-1,589 req/s, ~1,804 at 08:10, ~1,740
+    # at 08:30, ~1,284-1,529 between (x0.03).
+    _servegen(
+        "servegen-m-small-d11-morning", "m-small", day=11, start_h=7.5, hours=1.5, held_out=True
+    ),
 )

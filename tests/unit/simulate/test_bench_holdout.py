@@ -70,6 +70,11 @@ THIRTIETH = (
     "servegen-m-large-d14-afternoon",
     "servegen-m-small-d6-midday",
 )
+THIRTY_FIRST = (
+    "servegen-m-large-d14-late",
+    "servegen-m-large-d8-afternoon",
+    "servegen-m-small-d11-morning",
+)
 
 
 @pytest.mark.parametrize(
@@ -91,7 +96,8 @@ THIRTIETH = (
         (TWENTY_SEVENTH, TWENTY_EIGHTH),
         (TWENTY_EIGHTH, TWENTY_NINTH),
         (TWENTY_NINTH, THIRTIETH),
-        (THIRTIETH, ()),
+        (THIRTIETH, THIRTY_FIRST),
+        (THIRTY_FIRST, ()),
     ],
     ids=[
         "14th",
@@ -111,6 +117,7 @@ THIRTIETH = (
         "28th (script)",
         "29th (script)",
         "30th (script)",
+        "31st (script)",
     ],
 )
 def test_the_script_reproduces_the_hand_run_splits(
