@@ -2,6 +2,7 @@
 
 - `work_rate`: demand in output-token equivalents at the usual prompt/output mix;
 - `draining`: the token rate is a backlog being served, not new demand;
+- `drained_recently`: the rate window still holds a backlog served since;
 - `unserved_work`: demand a saturated fleet queues instead of serving;
 - `zero_demand`: nothing served, prefilled or waiting over the whole rate window;
 - `latencies` / `pressure`: the watched P99s, and the worst as a share of its SLO;
@@ -35,6 +36,18 @@ def draining(obs: Observation, *, config: PolicyConfig, previous_queue: float | 
         and previous_queue is not None
         and previous_queue > config.queue_depth_per_replica * max(obs.warmed_replicas, 1)
         and q < previous_queue
+    )
+
+
+def drained_recently(obs: Observation, *, config: PolicyConfig, drained: float | None) -> bool:
+    """A backlog was seen draining within `backlog_memory_windows` rate windows: the
+    served rate and the P99 of the window still count it, though the queue is empty now."""
+    memory = config.rate_window_seconds * config.backlog_memory_windows
+    return (
+        memory > 0.0
+        and drained is not None
+        and obs.sample_time is not None
+        and 0.0 <= obs.sample_time - drained < memory
     )
 
 

@@ -49,6 +49,7 @@ from modelscale.autoscaling.checks import (
     first_block,
 )
 from modelscale.autoscaling.demand import (
+    drained_recently,
     draining,
     latencies,
     latency_margin_short,
@@ -523,7 +524,11 @@ def recommend(
         return _finish(obs=obs, state=state, model=model, rec=rec, config=config)
 
     previous_queue = model.queue
-    backlog = draining(obs, config=config, previous_queue=previous_queue)
+    falling = draining(obs, config=config, previous_queue=previous_queue)
+    remembered = not falling and drained_recently(obs, config=config, drained=model.drained)
+    backlog = falling or remembered
+    if falling and obs.sample_time is not None:
+        model = model._replace(drained=obs.sample_time)
     seen = model.sample_time
     fresh = obs.sample_time is not None and (seen is None or obs.sample_time > seen)
     model = _learn(obs, config=config, model=model, backlog_draining=backlog)
@@ -546,10 +551,16 @@ def recommend(
     elif fresh and not backlog:
         model = model._replace(rate=_round(work_rate(obs, config=config, model=model)))
     replicas, reason, message = need.replicas, need.reason, need.message
-    if backlog:
+    if falling:
         message += (
             f"; queue draining ({previous_queue:.0f} -> {obs.queue_depth:.0f}): the served "
             f"{obs.token_rate:.0f} tok/s is not learned as demand"
+        )
+    elif remembered:
+        assert model.drained is not None and obs.sample_time is not None
+        message += (
+            f"; a backlog drained {obs.sample_time - model.drained:.0f} s ago is still in the "
+            f"rate window: the served {obs.token_rate:.0f} tok/s is not learned as demand"
         )
     urgent = recommend_for_reality(obs, config=config, model=model)  # model.queue: previous
     if urgent is not None:

@@ -108,6 +108,8 @@ class PolicyModel(NamedTuple):
     # The demand samples of the last `scale_down_peak_window_seconds` as a sliding max:
     # (sample time, work rate), rates strictly decreasing (see push_peak).
     peak: tuple[tuple[float, float], ...] = ()
+    # The last sample time at which a backlog was seen draining (see demand.draining).
+    drained: float | None = None
 
 
 def load(data: dict[str, Any], *, config: PolicyConfig) -> PolicyModel:
@@ -150,6 +152,7 @@ def _parse(data: dict[str, Any], *, config: PolicyConfig) -> PolicyModel:
         fleet=None if not data.get("fl") else (int(data["fl"][0]), float(data["fl"][1])),
         idle_since=None if data.get("id") is None else float(data["id"]),
         peak=tuple((float(t), float(r)) for t, r in data.get("pk", ())),
+        drained=None if data.get("dr") is None else float(data["dr"]),
     )
 
 
@@ -172,6 +175,7 @@ def dump(m: PolicyModel, *, config: PolicyConfig) -> dict[str, Any]:
         "fl": None if m.fleet is None else [m.fleet[0], m.fleet[1]],
         "id": m.idle_since,
         "pk": [[t, r] for t, r in m.peak],
+        "dr": m.drained,
     }
 
 

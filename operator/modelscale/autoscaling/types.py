@@ -210,6 +210,14 @@ class PolicyConfig:
     # doubled the 10 warmed to 20 where 11-12 were needed (docs/policy.md, "Twenty-ninth
     # split"). 1.0: one window (the rule until then).
     burst_steady_windows: float = 1.0
+    # With `adaptive`: after a drain (`demand.draining`) the rate window still holds the
+    # backlog served for this many rate windows after the queue was last seen falling, and
+    # the served rate and P99 are not learned as demand or capacity until then. On
+    # servegen-m-small-d11-dawn the second pod drained the first's queue in 45 s; one pass
+    # later the queue was empty but the 60 s window still read 698 tok/s against about
+    # 450 of demand, and the policy asked for 7 replicas on a capacity learned from the
+    # drain's P99 (docs/policy.md, "Thirty-first split"). 0: only while the queue falls.
+    backlog_memory_windows: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.scale_down_reach >= 1.0:
@@ -238,6 +246,11 @@ class PolicyConfig:
                 f"scale_down_peak_window_seconds {self.scale_down_peak_window_seconds!r}, "
                 f"scale_down_peak_share {self.scale_down_peak_share!r}: give a window of "
                 "0 s or more (0: off) and a share of the peak, 0 < x <= 1"
+            )
+        if not 0.0 <= self.backlog_memory_windows <= 10.0:
+            raise ValueError(
+                f"backlog_memory_windows {self.backlog_memory_windows!r}: give a number of "
+                "rate windows, 0 <= x <= 10 (0: a backlog counts only while the queue falls)"
             )
         if not (self.burst_cap >= 1.0 and self.burst_steady_windows >= 1.0):
             raise ValueError(

@@ -679,6 +679,59 @@ def test_the_burst_waits_for_the_record_to_see_pods_that_joined_while_draining()
     assert max(later) >= asked * PolicyConfig().burst_cap - 1, later
 
 
+def remembered_after_drain(config: PolicyConfig) -> list[bool]:
+    """Six passes after the queue of `join_while_draining` emptied, the window's served
+    rate still at the drain's: whether each says the backlog is still in the window."""
+    asked, rec, st, t = join_while_draining(config)
+    said = []
+    for _ in range(6):
+        t += 15.0
+        rec, st = recommender.recommend(
+            replace(obs(t, rate=1500.0, replicas=asked, p99=0.5), queue_depth=0.0),
+            config=config,
+            state=st,
+        )
+        said.append("still in the rate window" in rec.message)
+    return said
+
+
+def test_a_drained_backlog_is_remembered_for_the_given_rate_windows() -> None:
+    """`backlog_memory_windows` (the thirty-first round measures it; 0 by default): once
+    the queue is empty the rate window still holds the backlog it served, so for that many
+    rate windows after the queue was last seen falling the served rate is not learned as
+    demand, and the recommendation says why. At 0 only a falling queue counts."""
+    assert PolicyConfig().backlog_memory_windows == 0.0
+    assert remembered_after_drain(CONFIG) == [False] * 6
+    one = remembered_after_drain(replace(CONFIG, backlog_memory_windows=1.0))
+    # The first pass still sees the queue fall (15 -> 0); then 15-45 s of a 60 s window.
+    assert one == [False, True, True, True, False, False]
+
+
+def test_a_drained_backlog_keeps_the_forecast_from_learning_the_drain() -> None:
+    """The rate a drained queue leaves in the window is not the demand: with the memory
+    the replicas asked for the pass after the drain follow the demand before the step
+    (the forecast), not the served rate."""
+
+    def first_after(config: PolicyConfig) -> int:
+        asked, _, st, t = join_while_draining(config)
+        for rate in (1500.0, 3000.0):  # the queue's last 15 fall to 0, then the window
+            t += 15.0
+            rec, st = recommender.recommend(
+                replace(obs(t, rate=rate, replicas=asked, p99=0.5), queue_depth=0.0),
+                config=config,
+                state=st,
+            )
+        return rec.replicas
+
+    assert first_after(replace(CONFIG, backlog_memory_windows=1.0)) < first_after(CONFIG)
+
+
+@pytest.mark.parametrize("windows", [-1.0, 11.0, float("nan")])
+def test_a_backlog_memory_out_of_range_is_refused(windows: float) -> None:
+    with pytest.raises(ValueError, match=r"backlog_memory_windows .* 0 <= x <= 10"):
+        PolicyConfig(backlog_memory_windows=windows)
+
+
 def first_burst_after_growth(config: PolicyConfig) -> float | None:
     """Seconds from a scale-out (3 calm pods joined by 3 more, all warm) to the first
     doubling while every window's P99 stays at 3.5x its SLO; None: none within 3 min."""
