@@ -216,8 +216,9 @@ class PolicyConfig:
     # servegen-m-small-d11-dawn the second pod drained the first's queue in 45 s; one pass
     # later the queue was empty but the 60 s window still read 698 tok/s against about
     # 450 of demand, and the policy asked for 7 replicas on a capacity learned from the
-    # drain's P99 (docs/policy.md, "Thirty-first split"). 0: only while the queue falls.
-    backlog_memory_windows: float = 0.0
+    # drain's P99 (docs/policy.md, "Thirty-first split"). 1.0 was chosen by the
+    # thirty-first round and frozen at the next stop; 0: only while the queue falls.
+    backlog_memory_windows: float = 1.0
 
     def __post_init__(self) -> None:
         if not self.scale_down_reach >= 1.0:

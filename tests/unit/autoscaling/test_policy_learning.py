@@ -659,7 +659,8 @@ def test_the_burst_waits_for_the_record_to_see_pods_that_joined_while_draining()
     the capacity's record left as it is (it skips draining samples). Without the flag the
     pods that joined during the drain count as steady and the burst doubles them; with it
     the burst waits until the record has seen them, and the replicas asked for stay. Once
-    the queue is empty, the record starts the grown fleet and the burst may act a rate
+    the queue is empty and its backlog has left the rate window (`backlog_memory_windows`,
+    one window by default), the record starts the grown fleet and the burst may act a rate
     window later if the P99 is still over."""
     asked, blind, _, _ = join_while_draining(replace(CONFIG, burst_fleet_seen=False))
     assert blind.replicas >= 2 * (asked - 1), blind.message
@@ -667,7 +668,7 @@ def test_the_burst_waits_for_the_record_to_see_pods_that_joined_while_draining()
     asked, rec, st, t = join_while_draining(config)
     assert rec.replicas == asked, rec.message
     later = []
-    for _ in range(8):  # drained; the grown fleet, all warm, still over its SLO
+    for _ in range(12):  # drained; the grown fleet, all warm, still over its SLO
         t += 15.0
         rec, st = recommender.recommend(
             replace(obs(t, rate=1500.0, replicas=asked, p99=8.0), queue_depth=0.0),
@@ -696,12 +697,13 @@ def remembered_after_drain(config: PolicyConfig) -> list[bool]:
 
 
 def test_a_drained_backlog_is_remembered_for_the_given_rate_windows() -> None:
-    """`backlog_memory_windows` (the thirty-first round measures it; 0 by default): once
-    the queue is empty the rate window still holds the backlog it served, so for that many
-    rate windows after the queue was last seen falling the served rate is not learned as
+    """`backlog_memory_windows` (1.0, frozen after the thirty-first round): once the queue
+    is empty the rate window still holds the backlog it served, so for that many rate
+    windows after the queue was last seen falling the served rate is not learned as
     demand, and the recommendation says why. At 0 only a falling queue counts."""
-    assert PolicyConfig().backlog_memory_windows == 0.0
-    assert remembered_after_drain(CONFIG) == [False] * 6
+    assert PolicyConfig().backlog_memory_windows == 1.0  # frozen by the round
+    off = replace(CONFIG, backlog_memory_windows=0.0)
+    assert remembered_after_drain(off) == [False] * 6
     one = remembered_after_drain(replace(CONFIG, backlog_memory_windows=1.0))
     # The first pass still sees the queue fall (15 -> 0); then 15-45 s of a 60 s window.
     assert one == [False, True, True, True, False, False]
@@ -723,7 +725,8 @@ def test_a_drained_backlog_keeps_the_forecast_from_learning_the_drain() -> None:
             )
         return rec.replicas
 
-    assert first_after(replace(CONFIG, backlog_memory_windows=1.0)) < first_after(CONFIG)
+    off = replace(CONFIG, backlog_memory_windows=0.0)
+    assert first_after(replace(CONFIG, backlog_memory_windows=1.0)) < first_after(off)
 
 
 @pytest.mark.parametrize("windows", [-1.0, 11.0, float("nan")])
