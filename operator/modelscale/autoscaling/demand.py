@@ -3,6 +3,7 @@
 - `work_rate`: demand in output-token equivalents at the usual prompt/output mix;
 - `draining`: the token rate is a backlog being served, not new demand;
 - `drained_recently`: the rate window still holds a backlog served since;
+- `queue_grew`: the warmed pods serve less than arrives;
 - `unserved_work`: demand a saturated fleet queues instead of serving;
 - `zero_demand`: nothing served, prefilled or waiting over the whole rate window;
 - `latencies` / `pressure`: the watched P99s, and the worst as a share of its SLO;
@@ -36,6 +37,18 @@ def draining(obs: Observation, *, config: PolicyConfig, previous_queue: float | 
         and previous_queue is not None
         and previous_queue > config.queue_depth_per_replica * max(obs.warmed_replicas, 1)
         and q < previous_queue
+    )
+
+
+def queue_grew(obs: Observation, *, config: PolicyConfig, previous_queue: float | None) -> bool:
+    """The queue is over one request per warmed replica and grew since the last pass:
+    the warmed pods serve less than arrives, each past its limit."""
+    q = obs.queue_depth
+    return (
+        q is not None
+        and previous_queue is not None
+        and q > config.queue_depth_per_replica * max(obs.warmed_replicas, 1)
+        and q > previous_queue
     )
 
 

@@ -56,6 +56,7 @@ from modelscale.autoscaling.demand import (
     latency_slo,
     learn_mix,
     pressure,
+    queue_grew,
     secs,
     unserved_work,
     work_rate,
@@ -330,9 +331,11 @@ def _within_tested_load(
     at most `config.scale_down_reach` x the heaviest load per replica seen within the SLO
     (`CapacityModel.tested_load`); where that leaves `config.scale_down_small_fleet`
     replicas or fewer, at most `config.scale_down_reach_small` x it (when set), and at
-    most `config.scale_down_reach_untested` x it (when set) while no load past the knee
-    has been seen. With the reach that decided. No such load seen yet: `replicas` (the
-    other guards, the window and the latency margin, still apply)."""
+    most `config.scale_down_reach_untested` x it (when set; where it leaves
+    `config.scale_down_untested_fleet` or fewer, when that is set) while no load past the
+    knee has been seen (nor, with `config.queue_is_limit`, a queue grow on warmed pods).
+    With the reach that decided. No such load seen yet: `replicas` (the other guards, the
+    window and the latency margin, still apply)."""
     reach = config.scale_down_reach
     capacity = state_mod.capacity_model(config)
     target, slo = config.target_tokens_per_replica, config.latency_slo_seconds
@@ -342,9 +345,11 @@ def _within_tested_load(
     kept = max(replicas, _ceil_replicas(demand / (reach * tested), config))
     if config.scale_down_reach_small and kept <= config.scale_down_small_fleet:
         small_reach = config.scale_down_reach_small
-        if config.scale_down_reach_untested and not capacity.limit_seen(
-            model.cap, target=target, slo=slo
-        ):
+        untested_fleet = config.scale_down_untested_fleet or config.scale_down_small_fleet
+        limit = capacity.limit_seen(model.cap, target=target, slo=slo) or (
+            config.queue_is_limit and model.saturated
+        )
+        if config.scale_down_reach_untested and kept <= untested_fleet and not limit:
             small_reach = config.scale_down_reach_untested
         small = _ceil_replicas(demand / (small_reach * tested), config)
         if small > kept:
@@ -497,12 +502,7 @@ def recommend_for_reality(
                 f"with {obs.warmed_replicas} warmed replicas",
             )
     q = obs.queue_depth
-    if (
-        q is not None
-        and q > config.queue_depth_per_replica * max(obs.warmed_replicas, 1)
-        and model.queue is not None
-        and q > model.queue
-    ):
+    if q is not None and queue_grew(obs, config=config, previous_queue=model.queue):
         return Blocked(
             QUEUE_BUILDUP,
             f"queue grew from {model.queue:.0f} to {q:.0f} waiting requests on "
@@ -529,6 +529,8 @@ def recommend(
     backlog = falling or remembered
     if falling and obs.sample_time is not None:
         model = model._replace(drained=obs.sample_time)
+    if obs.warmed_replicas > 0 and queue_grew(obs, config=config, previous_queue=previous_queue):
+        model = model._replace(saturated=True)  # the pods serving were past their limit
     seen = model.sample_time
     fresh = obs.sample_time is not None and (seen is None or obs.sample_time > seen)
     model = _learn(obs, config=config, model=model, backlog_draining=backlog)

@@ -110,6 +110,9 @@ class PolicyModel(NamedTuple):
     peak: tuple[tuple[float, float], ...] = ()
     # The last sample time at which a backlog was seen draining (see demand.draining).
     drained: float | None = None
+    # A queue was seen growing on warmed pods (see recommender.recommend): a pod was
+    # past its limit, whether or not the latency curve kept the sample.
+    saturated: bool = False
 
 
 def load(data: dict[str, Any], *, config: PolicyConfig) -> PolicyModel:
@@ -153,6 +156,7 @@ def _parse(data: dict[str, Any], *, config: PolicyConfig) -> PolicyModel:
         idle_since=None if data.get("id") is None else float(data["id"]),
         peak=tuple((float(t), float(r)) for t, r in data.get("pk", ())),
         drained=None if data.get("dr") is None else float(data["dr"]),
+        saturated=bool(data.get("sat", False)),
     )
 
 
@@ -176,6 +180,7 @@ def dump(m: PolicyModel, *, config: PolicyConfig) -> dict[str, Any]:
         "id": m.idle_since,
         "pk": [[t, r] for t, r in m.peak],
         "dr": m.drained,
+        "sat": m.saturated,
     }
 
 

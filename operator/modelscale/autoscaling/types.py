@@ -197,6 +197,21 @@ class PolicyConfig:
     # "Twenty-eighth split"). 1.0 was chosen by the twenty-eighth split's first round
     # and frozen at the next stop; 0: off (`scale_down_reach_small` whether seen or not).
     scale_down_reach_untested: float = 1.0
+    # The untested reach only where the scale-down would leave this many replicas or
+    # fewer (0: `scale_down_small_fleet`). With it at 2 a fleet grown to 3 for a brief
+    # queue cannot step back: 3 -> 2 loads each pod 1.5x what 3 carry, past 1x the
+    # heaviest bin seen once the bin of the 2 pods' load is forgotten (servegen-m-small-
+    # d12-noon seed 1: 3 pods at ~150 tok/s each for 86 minutes where 2 were needed;
+    # docs/policy.md, "Thirty-second round").
+    scale_down_untested_fleet: int = 0
+    # A queue that grew on warmed pods (more than `queue_depth_per_replica` each, and
+    # more than the pass before) counts as a pod seen past its limit for
+    # `scale_down_reach_untested`, as a latency bin past the knee does: the samples of
+    # such a queue and of its drain are not learned (`demand.draining`,
+    # `backlog_memory_windows`), so the curve may never show the limit the queue did
+    # (servegen-m-small-d5 seed 0: one pod queued at 392 tok/s, and 3 pods were then
+    # held at ~140 each for 80 minutes). False: the latency curve's bins only.
+    queue_is_limit: bool = False
     # With `adaptive`: a P99 over its SLO multiplies the warmed replicas by its overshoot,
     # up to this factor, once the fleet is steady (`burst_needs_steady_fleet`): far over the
     # SLO is far over capacity, and one replica at a time would take a horizon per replica
@@ -239,6 +254,11 @@ class PolicyConfig:
             raise ValueError(
                 f"scale_down_reach_untested {self.scale_down_reach_untested!r}: give a "
                 "multiple of the heaviest load per replica seen, 1 or more (0: off)"
+            )
+        if self.scale_down_untested_fleet < 0:
+            raise ValueError(
+                f"scale_down_untested_fleet {self.scale_down_untested_fleet!r}: give a "
+                "fleet of 1 replica or more (0: scale_down_small_fleet)"
             )
         if self.scale_down_peak_window_seconds < 0.0 or not (
             0.0 < self.scale_down_peak_share <= 1.0

@@ -783,3 +783,62 @@ def test_a_burst_cap_bounds_the_multiple_of_the_warmed_replicas() -> None:
 def test_a_burst_cap_or_steady_windows_under_1_is_refused(cap: float, windows: float) -> None:
     with pytest.raises(ValueError, match=r"burst_cap .* 1 or more, and a number of rate windows"):
         PolicyConfig(burst_cap=cap, burst_steady_windows=windows)
+
+
+def three_calm_after_a_queue(config: PolicyConfig) -> tuple[int, str]:
+    """One pod at 400 tok/s queues (the queue grows 0 -> 8 -> 16) and the policy asks for
+    more; three pods then serve 440 tok/s between them, calm, for 40 minutes (the bin of
+    the one pod's load forgotten). Returns the replicas asked for and the message."""
+    st, t = ScalingState(), T0
+    for q in (0.0, 8.0, 16.0):
+        _, st = recommender.recommend(
+            replace(obs(t, rate=400.0, replicas=1, p99=0.6), queue_depth=q),
+            config=config,
+            state=st,
+        )
+        t += 15.0
+    rec = None
+    for _ in range(160):
+        rec, st = recommender.recommend(
+            replace(obs(t, rate=440.0, replicas=3, p99=0.6), queue_depth=0.0),
+            config=config,
+            state=st,
+        )
+        t += 15.0
+    assert rec is not None
+    return rec.replicas, rec.message
+
+
+def test_three_pods_held_by_the_untested_reach_step_down_with_either_new_rule() -> None:
+    """The thirty-second round's two rules, off by default: three calm pods at ~147 tok/s
+    each are held at 3 (2 would carry 220 each, past 1x the heaviest bin seen and no
+    limit seen); with `scale_down_untested_fleet` 1 the untested reach guards only the
+    last replica, and with `queue_is_limit` the queue the one pod built was its limit:
+    either way the 1.5x small-fleet reach lets one go."""
+    assert PolicyConfig().scale_down_untested_fleet == 0
+    assert PolicyConfig().queue_is_limit is False
+    held3, message = three_calm_after_a_queue(CONFIG)
+    assert held3 == 3
+    assert "1x the heaviest load per replica seen within the SLO" in message
+    assert three_calm_after_a_queue(replace(CONFIG, scale_down_untested_fleet=1))[0] == 2
+    assert three_calm_after_a_queue(replace(CONFIG, queue_is_limit=True))[0] == 2
+
+
+def test_a_queue_seen_growing_on_warmed_pods_is_kept_in_the_status() -> None:
+    """The saturation a queue showed survives the status round trip (key `sat`)."""
+    st = ScalingState()
+    for i, q in enumerate((0.0, 8.0)):
+        _, st = recommender.recommend(
+            replace(obs(T0 + 15.0 * i, rate=400.0, replicas=1, p99=0.6), queue_depth=q),
+            config=CONFIG,
+            state=st,
+        )
+    assert st.model["sat"] is True
+    model = state.load(st.model, config=CONFIG)
+    assert model.saturated
+    assert state.dump(model, config=CONFIG)["sat"] is True
+
+
+def test_an_untested_fleet_below_zero_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"scale_down_untested_fleet -1: give a fleet of 1"):
+        PolicyConfig(scale_down_untested_fleet=-1)
