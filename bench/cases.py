@@ -152,7 +152,12 @@ midday spike). The thirtieth round changed no default; those three were run once
 and swept with bcf8e61's defaults, and the thirty-first split (2026-12-06) moved them into
 tuning and held out the next three the script printed: servegen-m-large day 14,
 22:00-23:30 (a late-evening climb) and day 8, 15:30-17:00 (an afternoon of steps), and
-servegen-m-small day 11, 07:30-09:00 (a morning saw-tooth). The
+servegen-m-small day 11, 07:30-09:00 (a morning saw-tooth). The thirty-first round changed
+no default beyond freezing the thirtieth round's choice (cd8a249); those three were run once
+in full and swept with cd8a249's defaults, and the thirty-second split (2026-12-07) moved
+them into tuning and held out the next three the script printed: servegen-m-large day 8,
+17:30-19:00 (an evening of dips) and day 5, 05:30-07:00 (an early-morning rise), and
+servegen-m-small day 13, 23:00-00:30 (a late-night spike). The
 held-out cases (`held_out=True`) are never used to tune anything, and results on them
 are the honest ones.
 """
@@ -529,19 +534,28 @@ CASES = (
     # Day 6, 13:00-14:30: a midday spike, ~1,149-1,267 req/s, ~1,750 at 14:10, ~1,313 after
     # (x0.03).
     _servegen("servegen-m-small-d6-midday", "m-small", day=6, start_h=13, hours=1.5),
-    # Held out from here on: chosen in the thirty-first split of 2026-12-06 by
-    # `bench/holdout.py`, before anything ran on them.
+    # Held out in the thirty-first split of 2026-12-06 by `bench/holdout.py`, run once and
+    # swept the same day (with cd8a249's defaults): tuning now.
     # Day 14, 22:00-23:30: a late-evening climb, ~193 req/s, ~233-257 from 22:10, ~270-300
     # from 23:00 (x0.1).
-    _servegen("servegen-m-large-d14-late", "m-large", day=14, start_h=22, hours=1.5, held_out=True),
+    _servegen("servegen-m-large-d14-late", "m-large", day=14, start_h=22, hours=1.5),
     # Day 8, 15:30-17:00: an afternoon of steps, ~183-209 req/s, ~258 at 16:00, ~213-236
     # after, ~265-289 from 16:30 (x0.1).
-    _servegen(
-        "servegen-m-large-d8-afternoon", "m-large", day=8, start_h=15.5, hours=1.5, held_out=True
-    ),
+    _servegen("servegen-m-large-d8-afternoon", "m-large", day=8, start_h=15.5, hours=1.5),
     # Day 11, 07:30-09:00: a morning saw-tooth, ~1,228-1,589 req/s, ~1,804 at 08:10, ~1,740
     # at 08:30, ~1,284-1,529 between (x0.03).
+    _servegen("servegen-m-small-d11-morning", "m-small", day=11, start_h=7.5, hours=1.5),
+    # Held out from here on: chosen in the thirty-second split of 2026-12-07 by
+    # `bench/holdout.py`, before anything ran on them.
+    # Day 8, 17:30-19:00: an evening of dips, ~321-339 req/s, ~303 at 18:10, ~252 at 18:20,
+    # ~304 at 18:30, ~235 at 18:40, ~297 at 18:50 (x0.1).
     _servegen(
-        "servegen-m-small-d11-morning", "m-small", day=11, start_h=7.5, hours=1.5, held_out=True
+        "servegen-m-large-d8-evening", "m-large", day=8, start_h=17.5, hours=1.5, held_out=True
     ),
+    # Day 5, 05:30-07:00: an early-morning rise, ~182-203 req/s, ~239 at 06:30, ~283 at
+    # 06:40, ~222 at 06:50 (x0.1).
+    _servegen("servegen-m-large-d5-dawn", "m-large", day=5, start_h=5.5, hours=1.5, held_out=True),
+    # Day 13, 23:00-00:30: a late-night spike, ~1,710-1,807 req/s, ~2,074 at 23:20,
+    # ~1,499-1,695 after (x0.03).
+    _servegen("servegen-m-small-d13-late", "m-small", day=13, start_h=23, hours=1.5, held_out=True),
 )

@@ -75,6 +75,11 @@ THIRTY_FIRST = (
     "servegen-m-large-d8-afternoon",
     "servegen-m-small-d11-morning",
 )
+THIRTY_SECOND = (
+    "servegen-m-large-d8-evening",
+    "servegen-m-large-d5-dawn",
+    "servegen-m-small-d13-late",
+)
 
 
 @pytest.mark.parametrize(
@@ -97,7 +102,8 @@ THIRTY_FIRST = (
         (TWENTY_EIGHTH, TWENTY_NINTH),
         (TWENTY_NINTH, THIRTIETH),
         (THIRTIETH, THIRTY_FIRST),
-        (THIRTY_FIRST, ()),
+        (THIRTY_FIRST, THIRTY_SECOND),
+        (THIRTY_SECOND, ()),
     ],
     ids=[
         "14th",
@@ -118,6 +124,7 @@ THIRTY_FIRST = (
         "29th (script)",
         "30th (script)",
         "31st (script)",
+        "32nd (script)",
     ],
 )
 def test_the_script_reproduces_the_hand_run_splits(
