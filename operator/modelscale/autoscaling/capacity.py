@@ -172,6 +172,17 @@ class CapacityModel:
     # the line is continued to: the knee, or the SLO itself (1.0) for a looser bound.
     # None: off.
     anchored: float | None = None
+    # Where the lightest bin of the curve is already past the knee by this multiple or
+    # more (P99 >= `saturated_edge` x knee x SLO), the capacity is no lower than that
+    # bin's lower edge: a P99 many times the SLO at a load is a queue growing at a pod
+    # that saturates near that load, not a service that slows in proportion to it.
+    # Scaling the load by SLO / P99 (the rule otherwise) read one pod serving ~350 tok/s
+    # with a 17 s P99 as a capacity of 42, and the estimate walked down by `max_change`
+    # each pass to 99 tok/s while 2-4 pods served 137-202 tok/s each at 0.02 of the SLO
+    # (servegen-m-small-d11-morning seed 0; docs/policy.md, "Thirty-third round"). The
+    # gap rule of `_capacity_estimate` already places a slow bin's crossing at its lower
+    # edge when a calm bin lies below it. None: off.
+    saturated_edge: float | None = None
 
     def initial(self, *, target: float) -> CapacityState:
         return CapacityState(scale=target, p99=(None,) * self.bins, n=(0,) * self.bins)
@@ -356,7 +367,10 @@ class CapacityModel:
             if p > slo:
                 if prev is None:
                     # Already too slow at the lowest load seen: scale that load down.
-                    return max(load * slo / p, 0.01 * target)
+                    scaled = max(load * slo / p, 0.01 * target)
+                    if self.saturated_edge is not None and p >= slo * self.saturated_edge:
+                        return max(scaled, load - 0.5 * curve.width)  # the bin's lower edge
+                    return scaled
                 x0, p0 = prev
                 if load - x0 > curve.width * 1.01:
                     return load - 0.5 * curve.width  # across a gap: where the slow bin starts

@@ -583,6 +583,7 @@ def recommend(
             and share is not None
             and config.adaptive
             and (steady or (not pending and not config.burst_needs_steady_fleet))
+            and not (backlog and config.burst_skips_backlog)
         ):
             # Far over the SLO is far over capacity: one replica at a time would take a
             # horizon per replica to catch up with a step in demand. Not again once

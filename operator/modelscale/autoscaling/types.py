@@ -234,6 +234,14 @@ class PolicyConfig:
     # drain's P99 (docs/policy.md, "Thirty-first split"). 1.0 was chosen by the
     # thirty-first round and frozen at the next stop; 0: only while the queue falls.
     backlog_memory_windows: float = 1.0
+    # With `adaptive`: while a drained backlog is still in the rate window (the queue
+    # falling, or `backlog_memory_windows` after it), a P99 over its SLO adds one replica
+    # beyond the warmed ones but does not multiply them (`burst_cap`): the window's P99
+    # holds the requests that waited in the queue, not the latency of the fleet now. On
+    # servegen-m-small-d11-morning seed 0 two pods had drained one pod's queue 15 s before;
+    # the P99 of 30 s from the queued requests doubled them to 4 where 2 were needed
+    # (docs/policy.md, "Thirty-third round"). False: the burst reads every P99 alike.
+    burst_skips_backlog: bool = False
 
     def __post_init__(self) -> None:
         if not self.scale_down_reach >= 1.0:

@@ -184,3 +184,28 @@ def test_the_tested_load_is_the_heaviest_bin_seen_within_the_knee() -> None:
     assert model.tested_load(s, target=prior, slo=slo) == pytest.approx(350.0)
     # A stricter SLO puts the 330 bin over the knee too.
     assert model.tested_load(s, target=prior, slo=0.9) == pytest.approx(250.0)
+
+
+def test_a_queueing_pod_is_read_as_saturated_near_its_load_when_asked() -> None:
+    """`saturated_edge` (the thirty-third round measures it; off by default): one pod
+    serves 350 tok/s while its queue grows and its P99 climbs from 7 s to 24 s (2 s SLO).
+    Scaling the load by SLO / P99 walks the estimate down by `max_change` a pass, far
+    below the load the pod serves; with the rule the estimate stays at the lower edge of
+    the pod's bin (300-400 tok/s on a 500 tok/s prior), where a queueing pod saturates."""
+    model = replace(CAPACITY, forget_every=0)
+    assert model.saturated_edge is None
+
+    def after(m: CapacityModel) -> float:
+        s = m.initial(target=500.0)
+        for i in range(12):
+            s = m.observe(s, load=350.0, p99=7.0 + 1.5 * i, target=500.0, slo=SLO)
+        return m.capacity(s, target=500.0)
+
+    assert after(model) < 200.0
+    assert after(replace(model, saturated_edge=1.0)) == pytest.approx(300.0)
+    # A P99 just past the knee is not a queue: the SLO / P99 scaling stands under 3.
+    mild = replace(model, saturated_edge=3.0)
+    s = mild.initial(target=500.0)
+    for _ in range(12):
+        s = mild.observe(s, load=350.0, p99=2.4, target=500.0, slo=SLO)
+    assert mild.capacity(s, target=500.0) < 300.0

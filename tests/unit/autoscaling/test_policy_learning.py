@@ -680,6 +680,19 @@ def test_the_burst_waits_for_the_record_to_see_pods_that_joined_while_draining()
     assert max(later) >= asked * PolicyConfig().burst_cap - 1, later
 
 
+def test_the_burst_skips_a_drained_backlog_when_asked() -> None:
+    """`burst_skips_backlog` (the thirty-third round measures it; off by default): with
+    the record blind to the pods that joined (`burst_fleet_seen` off) the burst doubles
+    them on the backlog's P99 while the queue drains; with the rule the P99 of a window
+    that holds the backlog adds at most one replica beyond the warmed ones."""
+    assert PolicyConfig().burst_skips_backlog is False
+    blind = replace(CONFIG, burst_fleet_seen=False)
+    asked, rec, _, _ = join_while_draining(blind)
+    assert rec.replicas >= 2 * (asked - 1), rec.message
+    asked, rec, _, _ = join_while_draining(replace(blind, burst_skips_backlog=True))
+    assert rec.replicas == asked, rec.message
+
+
 def remembered_after_drain(config: PolicyConfig) -> list[bool]:
     """Six passes after the queue of `join_while_draining` emptied, the window's served
     rate still at the drain's: whether each says the backlog is still in the window."""
