@@ -187,13 +187,13 @@ def test_the_tested_load_is_the_heaviest_bin_seen_within_the_knee() -> None:
 
 
 def test_a_queueing_pod_is_read_as_saturated_near_its_load_when_asked() -> None:
-    """`saturated_edge` (the thirty-third round measures it; off by default): one pod
+    """`saturated_edge` (3.0 in the policy's model since the thirty-third round): one pod
     serves 350 tok/s while its queue grows and its P99 climbs from 7 s to 24 s (2 s SLO).
     Scaling the load by SLO / P99 walks the estimate down by `max_change` a pass, far
     below the load the pod serves; with the rule the estimate stays at the lower edge of
     the pod's bin (300-400 tok/s on a 500 tok/s prior), where a queueing pod saturates."""
-    model = replace(CAPACITY, forget_every=0)
-    assert model.saturated_edge is None
+    assert CAPACITY.saturated_edge == 3.0  # frozen by the round
+    model = replace(CAPACITY, forget_every=0, saturated_edge=None)
 
     def after(m: CapacityModel) -> float:
         s = m.initial(target=500.0)
