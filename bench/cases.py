@@ -157,7 +157,12 @@ no default beyond freezing the thirtieth round's choice (cd8a249); those three w
 in full and swept with cd8a249's defaults, and the thirty-second split (2026-12-07) moved
 them into tuning and held out the next three the script printed: servegen-m-large day 8,
 17:30-19:00 (an evening of dips) and day 5, 05:30-07:00 (an early-morning rise), and
-servegen-m-small day 13, 23:00-00:30 (a late-night spike). The
+servegen-m-small day 13, 23:00-00:30 (a late-night spike). The thirty-third round's
+choice was frozen in the same stop (ecba03e); those three were run once in full and swept
+with ecba03e's defaults, and the thirty-third split (2026-12-07) moved them into tuning
+and held out the next three the script printed: servegen-m-large day 8, 05:00-06:30 (a
+morning climb) and day 3, 22:00-23:30 (a late-evening dip), and servegen-m-small day 3,
+10:00-11:30 (a morning of swings). The
 held-out cases (`held_out=True`) are never used to tune anything, and results on them
 are the honest ones.
 """
@@ -545,17 +550,28 @@ CASES = (
     # Day 11, 07:30-09:00: a morning saw-tooth, ~1,228-1,589 req/s, ~1,804 at 08:10, ~1,740
     # at 08:30, ~1,284-1,529 between (x0.03).
     _servegen("servegen-m-small-d11-morning", "m-small", day=11, start_h=7.5, hours=1.5),
-    # Held out from here on: chosen in the thirty-second split of 2026-12-07 by
-    # `bench/holdout.py`, before anything ran on them.
+    # Held out in the thirty-second split of 2026-12-07 by `bench/holdout.py`, run once and
+    # swept the same day (with ecba03e's defaults): tuning now.
     # Day 8, 17:30-19:00: an evening of dips, ~321-339 req/s, ~303 at 18:10, ~252 at 18:20,
     # ~304 at 18:30, ~235 at 18:40, ~297 at 18:50 (x0.1).
-    _servegen(
-        "servegen-m-large-d8-evening", "m-large", day=8, start_h=17.5, hours=1.5, held_out=True
-    ),
+    _servegen("servegen-m-large-d8-evening", "m-large", day=8, start_h=17.5, hours=1.5),
     # Day 5, 05:30-07:00: an early-morning rise, ~182-203 req/s, ~239 at 06:30, ~283 at
     # 06:40, ~222 at 06:50 (x0.1).
-    _servegen("servegen-m-large-d5-dawn", "m-large", day=5, start_h=5.5, hours=1.5, held_out=True),
+    _servegen("servegen-m-large-d5-dawn", "m-large", day=5, start_h=5.5, hours=1.5),
     # Day 13, 23:00-00:30: a late-night spike, ~1,710-1,807 req/s, ~2,074 at 23:20,
     # ~1,499-1,695 after (x0.03).
-    _servegen("servegen-m-small-d13-late", "m-small", day=13, start_h=23, hours=1.5, held_out=True),
+    _servegen("servegen-m-small-d13-late", "m-small", day=13, start_h=23, hours=1.5),
+    # Held out from here on: chosen in the thirty-third split of 2026-12-07 by
+    # `bench/holdout.py`, before anything ran on them.
+    # Day 8, 05:00-06:30: a morning climb, ~252-262 req/s, ~302-321 from 05:40, ~288 at
+    # 06:00, ~322-352 from 06:10 (x0.1).
+    _servegen("servegen-m-large-d8-dawn", "m-large", day=8, start_h=5, hours=1.5, held_out=True),
+    # Day 3, 22:00-23:30: a late-evening dip, ~198-235 req/s, ~142 at 22:20, ~210-240 after
+    # (x0.1).
+    _servegen("servegen-m-large-d3-late", "m-large", day=3, start_h=22, hours=1.5, held_out=True),
+    # Day 3, 10:00-11:30: a morning of swings, ~1,242 req/s, ~1,712-1,731 from 10:10,
+    # ~1,451-1,659 after, ~1,178 at 11:00, ~1,246-1,406 after (x0.03).
+    _servegen(
+        "servegen-m-small-d3-morning", "m-small", day=3, start_h=10, hours=1.5, held_out=True
+    ),
 )

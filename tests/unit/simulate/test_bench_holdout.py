@@ -80,6 +80,11 @@ THIRTY_SECOND = (
     "servegen-m-large-d5-dawn",
     "servegen-m-small-d13-late",
 )
+THIRTY_THIRD = (
+    "servegen-m-large-d8-dawn",
+    "servegen-m-large-d3-late",
+    "servegen-m-small-d3-morning",
+)
 
 
 @pytest.mark.parametrize(
@@ -103,7 +108,8 @@ THIRTY_SECOND = (
         (TWENTY_NINTH, THIRTIETH),
         (THIRTIETH, THIRTY_FIRST),
         (THIRTY_FIRST, THIRTY_SECOND),
-        (THIRTY_SECOND, ()),
+        (THIRTY_SECOND, THIRTY_THIRD),
+        (THIRTY_THIRD, ()),
     ],
     ids=[
         "14th",
@@ -125,6 +131,7 @@ THIRTY_SECOND = (
         "30th (script)",
         "31st (script)",
         "32nd (script)",
+        "33rd (script)",
     ],
 )
 def test_the_script_reproduces_the_hand_run_splits(
