@@ -357,6 +357,23 @@ def _within_tested_load(
     return min(current, kept), reach
 
 
+def _swing_demand(
+    obs: Observation, *, demand: float, config: PolicyConfig, model: PolicyModel
+) -> float | None:
+    """What a scale-down must still fit under `config.scale_down_swing_seconds`: the
+    heaviest load served in that window (the sliding max `model.peak` keeps) and at least
+    `config.scale_down_swing_floor` x `demand` more than the demand. None when off or
+    nothing has been sampled: the fixed hysteresis applies."""
+    window = config.scale_down_swing_seconds
+    if window <= 0.0 or not config.adaptive or obs.sample_time is None:
+        return None
+    # The entries' values fall with time, so the first inside the window is its max.
+    recent = [v for t, v in model.peak if t > obs.sample_time - window]
+    if not recent:
+        return None
+    return max(recent[0], demand * (1.0 + config.scale_down_swing_floor))
+
+
 def recommend_for_forecast(
     obs: Observation,
     *,
@@ -434,12 +451,21 @@ def recommend_for_forecast(
         # boundary would otherwise give one back and want it again a minute later, and
         # a replica takes the whole horizon to return.
         spare_demand = demand * config.scale_down_hysteresis
-        kept = min(current, math.ceil((demand + spare_demand) / usable - 1e-9))
+        swing = _swing_demand(obs, demand=demand, config=config, model=model)
+        covered = demand + spare_demand if swing is None else min(demand + spare_demand, swing)
+        kept = min(current, math.ceil(covered / usable - 1e-9))
         if kept > replicas:
-            message += (
-                f"; keeping {_replicas(kept)}: fewer need "
-                f"{config.scale_down_hysteresis:.0%} of spare demand to scale down"
-            )
+            if swing is None or covered >= demand + spare_demand:
+                message += (
+                    f"; keeping {_replicas(kept)}: fewer need "
+                    f"{config.scale_down_hysteresis:.0%} of spare demand to scale down"
+                )
+            else:
+                message += (
+                    f"; keeping {_replicas(kept)}: fewer would not fit {covered:.0f} tok/s, "
+                    f"the heaviest load of the last {config.scale_down_swing_seconds:.0f} s "
+                    f"or {config.scale_down_swing_floor:.0%} of spare demand"
+                )
             replicas = kept
     if 0 < replicas < current and adaptive and not idle and model.peak and usable > 0:
         heaviest = model.peak[0][1]

@@ -171,6 +171,13 @@ class PolicyConfig:
     # 1 - share holds replicas, for the window. 0: off.
     scale_down_peak_window_seconds: float = 600.0  # eighteenth split (docs/policy.md)
     scale_down_peak_share: float = 0.65
+    # With `adaptive` and this > 0 (seconds, at most `scale_down_peak_window_seconds`):
+    # the hysteresis's spare demand is the demand's own swing, not a fixed share: fewer
+    # replicas when they fit the heaviest load served in the last this many seconds and
+    # `scale_down_swing_floor` x the demand more, never needing more than
+    # `scale_down_hysteresis` would. The thirty-fourth round measures it; 0: off.
+    scale_down_swing_seconds: float = 0.0
+    scale_down_swing_floor: float = 0.1
     # With `adaptive`: a scale-down may load each remaining replica with at most this
     # multiple of the heaviest load per replica the pods were seen serving within the SLO
     # (CapacityModel.tested_load). The capacity estimate above that load is a prior or an
@@ -275,6 +282,17 @@ class PolicyConfig:
                 f"scale_down_peak_window_seconds {self.scale_down_peak_window_seconds!r}, "
                 f"scale_down_peak_share {self.scale_down_peak_share!r}: give a window of "
                 "0 s or more (0: off) and a share of the peak, 0 < x <= 1"
+            )
+        if not (
+            0.0 <= self.scale_down_swing_seconds <= max(self.scale_down_peak_window_seconds, 0.0)
+            and 0.0 <= self.scale_down_swing_floor <= 1.0
+        ):
+            raise ValueError(
+                f"scale_down_swing_seconds {self.scale_down_swing_seconds!r}, "
+                f"scale_down_swing_floor {self.scale_down_swing_floor!r}: give a window of 0 s "
+                "or more (0: off), at most scale_down_peak_window_seconds "
+                f"({self.scale_down_peak_window_seconds!r}), and a share of the demand, "
+                "0 <= x <= 1"
             )
         if not 0.0 <= self.backlog_memory_windows <= 10.0:
             raise ValueError(

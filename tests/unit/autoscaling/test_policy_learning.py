@@ -855,3 +855,50 @@ def test_a_queue_seen_growing_on_warmed_pods_is_kept_in_the_status() -> None:
 def test_an_untested_fleet_below_zero_is_refused() -> None:
     with pytest.raises(ValueError, match=r"scale_down_untested_fleet -1: give a fleet of 1"):
         PolicyConfig(scale_down_untested_fleet=-1)
+
+
+def scale_down_message(config: PolicyConfig, rates: list[float]) -> str:
+    """The message of the last pass over `rates` (15 s apart, 10 warmed replicas held,
+    every P99 calm): where a scale-down would land and what held it."""
+    st = ScalingState()
+    rec = None
+    for i, rate in enumerate(rates):
+        rec, st = recommender.recommend(
+            obs(T0 + 15.0 * i, rate=rate, replicas=10, p99=0.4), config=config, state=st
+        )
+    assert rec is not None
+    return rec.message
+
+
+def test_the_swing_rule_keeps_room_for_the_recent_load_not_a_fixed_share() -> None:
+    """`scale_down_swing_seconds` (the thirty-fourth round measures it; off by default):
+    at a steady 3,000 tok/s (capacity learned at 700) the fixed hysteresis keeps 6
+    replicas where 5 serve (3,000 x 1.25 / 700 = 5.4); with the rule a step down needs
+    only to fit the heaviest load of the window (3,000) and 10 % more than the demand
+    (3,300 / 700 = 4.7): no replica held. A load jittering 2,700-3,300 keeps room for
+    the forecast's upper bound and 10 % more (6), not 25 % more (7)."""
+    assert PolicyConfig().scale_down_swing_seconds == 0.0
+    swing = replace(CONFIG, scale_down_swing_seconds=300.0)
+    steady = [3000.0] * 80
+    assert "keeping 6 replicas: fewer need 25% of spare demand" in scale_down_message(
+        CONFIG, steady
+    )
+    assert "keeping" not in scale_down_message(swing, steady)
+    jitter = [2700.0 if (i // 4) % 2 else 3300.0 for i in range(80)]
+    assert "keeping 7 replicas: fewer need 25%" in scale_down_message(CONFIG, jitter)
+    said = scale_down_message(swing, jitter)
+    assert "keeping 6 replicas: fewer would not fit" in said, said
+    assert "the heaviest load of the last 300 s or 10% of spare demand" in said
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        pytest.param({"scale_down_swing_seconds": 900.0}, id="window-past-the-peak-window"),
+        pytest.param({"scale_down_swing_seconds": -1.0}, id="negative-window"),
+        pytest.param({"scale_down_swing_floor": 1.5}, id="floor-above-the-demand"),
+    ],
+)
+def test_a_swing_rule_that_cannot_hold_is_refused(fields: dict[str, float]) -> None:
+    with pytest.raises(ValueError, match="scale_down_swing_seconds"):
+        PolicyConfig(**fields)  # type: ignore[arg-type]
