@@ -358,12 +358,16 @@ def _within_tested_load(
 
 
 def _swing_demand(
-    obs: Observation, *, demand: float, config: PolicyConfig, model: PolicyModel
+    obs: Observation, *, demand: float, usable: float, config: PolicyConfig, model: PolicyModel
 ) -> float | None:
     """What a scale-down must still fit under `config.scale_down_swing_seconds`: the
     heaviest load served in that window (the sliding max `model.peak` keeps) and at least
-    `config.scale_down_swing_floor` x `demand` more than the demand. None when off or
-    nothing has been sampled: the fixed hysteresis applies."""
+    `config.scale_down_swing_floor` x `demand` more than the demand. With
+    `config.scale_down_swing_reach`, only where that load per replica kept is at most
+    that multiple of the heaviest load per replica seen within the SLO (the capacity's
+    error, not only the demand's swing, is what the fixed margin covers past it). None
+    when off, nothing has been sampled or the load is untested: the fixed hysteresis
+    applies."""
     window = config.scale_down_swing_seconds
     if window <= 0.0 or not config.adaptive or obs.sample_time is None:
         return None
@@ -371,7 +375,17 @@ def _swing_demand(
     recent = [v for t, v in model.peak if t > obs.sample_time - window]
     if not recent:
         return None
-    return max(recent[0], demand * (1.0 + config.scale_down_swing_floor))
+    covered = max(recent[0], demand * (1.0 + config.scale_down_swing_floor))
+    reach = config.scale_down_swing_reach
+    if reach > 0.0:
+        capacity = state_mod.capacity_model(config)
+        tested = capacity.tested_load(
+            model.cap, target=config.target_tokens_per_replica, slo=config.latency_slo_seconds
+        )
+        kept = max(math.ceil(covered / usable - 1e-9), 1)
+        if tested is None or covered / kept > reach * tested:
+            return None
+    return covered
 
 
 def recommend_for_forecast(
@@ -451,7 +465,7 @@ def recommend_for_forecast(
         # boundary would otherwise give one back and want it again a minute later, and
         # a replica takes the whole horizon to return.
         spare_demand = demand * config.scale_down_hysteresis
-        swing = _swing_demand(obs, demand=demand, config=config, model=model)
+        swing = _swing_demand(obs, demand=demand, usable=usable, config=config, model=model)
         covered = demand + spare_demand if swing is None else min(demand + spare_demand, swing)
         kept = min(current, math.ceil(covered / usable - 1e-9))
         if kept > replicas:

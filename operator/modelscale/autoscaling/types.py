@@ -178,6 +178,9 @@ class PolicyConfig:
     # `scale_down_hysteresis` would. The thirty-fourth round measures it; 0: off.
     scale_down_swing_seconds: float = 0.0
     scale_down_swing_floor: float = 0.1
+    # With the swing rule: > 0, only where the load per replica kept is at most this
+    # multiple of the heaviest load per replica seen within the SLO; 0: everywhere.
+    scale_down_swing_reach: float = 0.0
     # With `adaptive`: a scale-down may load each remaining replica with at most this
     # multiple of the heaviest load per replica the pods were seen serving within the SLO
     # (CapacityModel.tested_load). The capacity estimate above that load is a prior or an
@@ -286,13 +289,16 @@ class PolicyConfig:
         if not (
             0.0 <= self.scale_down_swing_seconds <= max(self.scale_down_peak_window_seconds, 0.0)
             and 0.0 <= self.scale_down_swing_floor <= 1.0
+            and (self.scale_down_swing_reach == 0.0 or self.scale_down_swing_reach >= 1.0)
         ):
             raise ValueError(
                 f"scale_down_swing_seconds {self.scale_down_swing_seconds!r}, "
-                f"scale_down_swing_floor {self.scale_down_swing_floor!r}: give a window of 0 s "
-                "or more (0: off), at most scale_down_peak_window_seconds "
-                f"({self.scale_down_peak_window_seconds!r}), and a share of the demand, "
-                "0 <= x <= 1"
+                f"scale_down_swing_floor {self.scale_down_swing_floor!r}, "
+                f"scale_down_swing_reach {self.scale_down_swing_reach!r}: give a window of "
+                "0 s or more (0: off), at most scale_down_peak_window_seconds "
+                f"({self.scale_down_peak_window_seconds!r}), a share of the demand, "
+                "0 <= x <= 1, and a multiple of the heaviest load per replica seen, 1 or "
+                "more (0: everywhere)"
             )
         if not 0.0 <= self.backlog_memory_windows <= 10.0:
             raise ValueError(

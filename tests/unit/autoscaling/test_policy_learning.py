@@ -857,14 +857,14 @@ def test_an_untested_fleet_below_zero_is_refused() -> None:
         PolicyConfig(scale_down_untested_fleet=-1)
 
 
-def scale_down_message(config: PolicyConfig, rates: list[float]) -> str:
-    """The message of the last pass over `rates` (15 s apart, 10 warmed replicas held,
-    every P99 calm): where a scale-down would land and what held it."""
+def scale_down_message(config: PolicyConfig, rates: list[float], replicas: int = 10) -> str:
+    """The message of the last pass over `rates` (15 s apart, `replicas` warmed replicas
+    held, every P99 calm): where a scale-down would land and what held it."""
     st = ScalingState()
     rec = None
     for i, rate in enumerate(rates):
         rec, st = recommender.recommend(
-            obs(T0 + 15.0 * i, rate=rate, replicas=10, p99=0.4), config=config, state=st
+            obs(T0 + 15.0 * i, rate=rate, replicas=replicas, p99=0.4), config=config, state=st
         )
     assert rec is not None
     return rec.message
@@ -891,9 +891,27 @@ def test_the_swing_rule_keeps_room_for_the_recent_load_not_a_fixed_share() -> No
     assert "the heaviest load of the last 300 s or 10% of spare demand" in said
 
 
+def test_the_swing_rule_with_a_reach_waits_for_a_tested_load() -> None:
+    """`scale_down_swing_reach` (the thirty-fourth round's second round measures it; off
+    by default): 6 replicas held at a calm 3,000 tok/s have shown 500 tok/s each within
+    the SLO (the 500-600 bin, tested at its centre, 550), and the capacity estimate has
+    grown past it to 1,100. The swing rule would give back to 3 (3,300 / 3 = 1,100 tok/s
+    each): past 1x and 1.25x the tested load, so the fixed hysteresis keeps 4; within
+    2.5x, so the swing rule applies and nothing is kept."""
+    assert PolicyConfig().scale_down_swing_reach == 0.0
+    swing = replace(CONFIG, scale_down_swing_seconds=300.0)
+    steady = [3000.0] * 80
+    for reach in (1.0, 1.25):
+        said = scale_down_message(replace(swing, scale_down_swing_reach=reach), steady, 6)
+        assert "keeping 4 replicas: fewer need 25% of spare demand" in said, said
+    said = scale_down_message(replace(swing, scale_down_swing_reach=2.5), steady, 6)
+    assert "keeping" not in said and "needs 3 replicas" in said, said
+
+
 @pytest.mark.parametrize(
     "fields",
     [
+        pytest.param({"scale_down_swing_reach": 0.5}, id="reach-under-the-tested-load"),
         pytest.param({"scale_down_swing_seconds": 900.0}, id="window-past-the-peak-window"),
         pytest.param({"scale_down_swing_seconds": -1.0}, id="negative-window"),
         pytest.param({"scale_down_swing_floor": 1.5}, id="floor-above-the-demand"),
