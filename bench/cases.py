@@ -162,7 +162,11 @@ choice was frozen in the same stop (ecba03e); those three were run once in full 
 with ecba03e's defaults, and the thirty-third split (2026-12-07) moved them into tuning
 and held out the next three the script printed: servegen-m-large day 8, 05:00-06:30 (a
 morning climb) and day 3, 22:00-23:30 (a late-evening dip), and servegen-m-small day 3,
-10:00-11:30 (a morning of swings). The
+10:00-11:30 (a morning of swings). The thirty-fourth round changed no default; those
+three were run once in full and swept with ecba03e's defaults, and the thirty-fourth split
+(2026-12-07) moved them into tuning and held out the next three the script printed:
+servegen-m-large day 2, 09:30-11:00 (a morning climb) and day 9, 15:00-16:30 (an
+afternoon with a dip), and servegen-m-small day 11, 10:00-11:30 (a mid-morning spike). The
 held-out cases (`held_out=True`) are never used to tune anything, and results on them
 are the honest ones.
 """
@@ -561,17 +565,30 @@ CASES = (
     # Day 13, 23:00-00:30: a late-night spike, ~1,710-1,807 req/s, ~2,074 at 23:20,
     # ~1,499-1,695 after (x0.03).
     _servegen("servegen-m-small-d13-late", "m-small", day=13, start_h=23, hours=1.5),
-    # Held out from here on: chosen in the thirty-third split of 2026-12-07 by
-    # `bench/holdout.py`, before anything ran on them.
+    # Held out in the thirty-third split of 2026-12-07 by `bench/holdout.py`, run once and
+    # swept the same day (with ecba03e's defaults): tuning now.
     # Day 8, 05:00-06:30: a morning climb, ~252-262 req/s, ~302-321 from 05:40, ~288 at
     # 06:00, ~322-352 from 06:10 (x0.1).
-    _servegen("servegen-m-large-d8-dawn", "m-large", day=8, start_h=5, hours=1.5, held_out=True),
+    _servegen("servegen-m-large-d8-dawn", "m-large", day=8, start_h=5, hours=1.5),
     # Day 3, 22:00-23:30: a late-evening dip, ~198-235 req/s, ~142 at 22:20, ~210-240 after
     # (x0.1).
-    _servegen("servegen-m-large-d3-late", "m-large", day=3, start_h=22, hours=1.5, held_out=True),
+    _servegen("servegen-m-large-d3-late", "m-large", day=3, start_h=22, hours=1.5),
     # Day 3, 10:00-11:30: a morning of swings, ~1,242 req/s, ~1,712-1,731 from 10:10,
     # ~1,451-1,659 after, ~1,178 at 11:00, ~1,246-1,406 after (x0.03).
+    _servegen("servegen-m-small-d3-morning", "m-small", day=3, start_h=10, hours=1.5),
+    # Held out from here on: chosen in the thirty-fourth split of 2026-12-07 by
+    # `bench/holdout.py`, before anything ran on them.
+    # Day 2, 09:30-11:00: a morning climb, ~126 req/s, ~145-181 from 09:40, ~208-224 from
+    # 10:40 (x0.1).
     _servegen(
-        "servegen-m-small-d3-morning", "m-small", day=3, start_h=10, hours=1.5, held_out=True
+        "servegen-m-large-d2-morning", "m-large", day=2, start_h=9.5, hours=1.5, held_out=True
     ),
+    # Day 9, 15:00-16:30: an afternoon with a dip, ~298-355 req/s, ~260 at 15:50, ~302-339
+    # after (x0.1).
+    _servegen(
+        "servegen-m-large-d9-afternoon", "m-large", day=9, start_h=15, hours=1.5, held_out=True
+    ),
+    # Day 11, 10:00-11:30: a mid-morning spike, ~1,387 req/s, ~1,840 at 10:10, ~1,292-1,494
+    # after (x0.03).
+    _servegen("servegen-m-small-d11-am", "m-small", day=11, start_h=10, hours=1.5, held_out=True),
 )

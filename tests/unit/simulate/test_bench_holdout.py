@@ -85,6 +85,11 @@ THIRTY_THIRD = (
     "servegen-m-large-d3-late",
     "servegen-m-small-d3-morning",
 )
+THIRTY_FOURTH = (
+    "servegen-m-large-d2-morning",
+    "servegen-m-large-d9-afternoon",
+    "servegen-m-small-d11-am",
+)
 
 
 @pytest.mark.parametrize(
@@ -109,7 +114,8 @@ THIRTY_THIRD = (
         (THIRTIETH, THIRTY_FIRST),
         (THIRTY_FIRST, THIRTY_SECOND),
         (THIRTY_SECOND, THIRTY_THIRD),
-        (THIRTY_THIRD, ()),
+        (THIRTY_THIRD, THIRTY_FOURTH),
+        (THIRTY_FOURTH, ()),
     ],
     ids=[
         "14th",
@@ -132,6 +138,7 @@ THIRTY_THIRD = (
         "31st (script)",
         "32nd (script)",
         "33rd (script)",
+        "34th (script)",
     ],
 )
 def test_the_script_reproduces_the_hand_run_splits(
