@@ -234,10 +234,11 @@ def _learn(
     # tok/s on a replica that sustains 690, and kept over 40 replicas where 9 sufficed).
     # A scale-down (one replica at a time) does not restart the wait: it would never end.
     steady = not adaptive or obs.sample_time - fleet[1] >= config.rate_window_seconds
-    if obs.warmed_replicas > 0 and share is not None and steady:
+    taught = _rising_load(load, share=share, config=config, model=model)
+    if obs.warmed_replicas > 0 and share is not None and steady and taught is not None:
         cap = state_mod.capacity_model(config).observe(
             cap,
-            load=load / obs.warmed_replicas,
+            load=taught / obs.warmed_replicas,
             p99=share,
             target=config.target_tokens_per_replica,
             slo=config.latency_slo_seconds,
@@ -268,6 +269,29 @@ def _learn(
         fleet=fleet,
         peak=peak,
     )
+
+
+def _rising_load(
+    load: float, *, share: float | None, config: PolicyConfig, model: PolicyModel
+) -> float | None:
+    """The demand a sample teaches the capacity at (None: it teaches nothing). A sample
+    past the knee taken while the demand rose since the previous sample is skipped above
+    `config.capacity_rise_skip`, else taught at the mean plus
+    `config.capacity_rise_extrapolate` x the rise (both 0 by default: the mean)."""
+    skip, ahead = config.capacity_rise_skip, config.capacity_rise_extrapolate
+    previous = model.rate
+    if not config.adaptive or (skip <= 0.0 and ahead <= 0.0) or share is None:
+        return load
+    if previous is None or previous <= 0.0:
+        return load
+    if (
+        load <= previous
+        or share <= config.latency_slo_seconds * state_mod.capacity_model(config).knee
+    ):
+        return load
+    if skip > 0.0 and load > previous * (1.0 + skip):
+        return None
+    return load + ahead * (load - previous)
 
 
 def _cliff_share(obs: Observation, config: PolicyConfig) -> float | None:

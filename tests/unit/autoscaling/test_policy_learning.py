@@ -920,3 +920,50 @@ def test_the_swing_rule_with_a_reach_waits_for_a_tested_load() -> None:
 def test_a_swing_rule_that_cannot_hold_is_refused(fields: dict[str, float]) -> None:
     with pytest.raises(ValueError, match="scale_down_swing_seconds"):
         PolicyConfig(**fields)  # type: ignore[arg-type]
+
+
+def capacity_after_a_rising_miss(config: PolicyConfig) -> float:
+    """The learned capacity after 5 minutes calm at 1,000 tok/s on 4 replicas (P99 a
+    quarter of the SLO), then one sample at a mean of 1,300 tok/s (a step under way:
+    the mean lags it) with P99 1.8x the SLO."""
+    st = ScalingState()
+    for i in range(20):
+        _, st = recommender.recommend(
+            obs(T0 + 15.0 * i, rate=1000.0, replicas=4, p99=0.5), config=config, state=st
+        )
+    _, st = recommender.recommend(
+        obs(T0 + 15.0 * 20, rate=1300.0, replicas=4, p99=3.6), config=config, state=st
+    )
+    learned = state.load(st.model, config=config).cap.capacity
+    assert learned is not None
+    return learned
+
+
+def test_a_miss_while_the_demand_rises_teaches_the_capacity_only_where_the_rise_went() -> None:
+    """The thirty-fifth round's fields, off by default: by default the miss is read as
+    the pods failing at the mean's 325 tok/s each, and the capacity falls to it. With
+    `capacity_rise_skip` 0.05 (a 30 % rise in one sample) it teaches nothing; with
+    `capacity_rise_extrapolate` 3 it is read at 1,300 + 3 x 300 = 2,200 tok/s (550
+    each), past the calm loads, and the capacity stays at what they showed (500)."""
+    assert PolicyConfig().capacity_rise_skip == 0.0
+    assert PolicyConfig().capacity_rise_extrapolate == 0.0
+    assert capacity_after_a_rising_miss(CONFIG) == 325.0
+    # A 30 % rise is under a 50 % skip: taught at the mean, as by default.
+    assert capacity_after_a_rising_miss(replace(CONFIG, capacity_rise_skip=0.5)) == 325.0
+    assert capacity_after_a_rising_miss(replace(CONFIG, capacity_rise_skip=0.05)) == 500.0
+    assert capacity_after_a_rising_miss(replace(CONFIG, capacity_rise_extrapolate=3.0)) == 500.0
+    # One rise ahead: 1,600 tok/s, 400 each.
+    assert capacity_after_a_rising_miss(replace(CONFIG, capacity_rise_extrapolate=1.0)) == 400.0
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        pytest.param({"capacity_rise_skip": -0.1}, id="negative-rise"),
+        pytest.param({"capacity_rise_extrapolate": 11.0}, id="extrapolated-too-far"),
+        pytest.param({"capacity_rise_skip": float("nan")}, id="not-a-number"),
+    ],
+)
+def test_a_rise_rule_that_cannot_hold_is_refused(fields: dict[str, float]) -> None:
+    with pytest.raises(ValueError, match="capacity_rise_skip"):
+        PolicyConfig(**fields)  # type: ignore[arg-type]
