@@ -183,6 +183,19 @@ class CapacityModel:
     # gap rule of `_capacity_estimate` already places a slow bin's crossing at its lower
     # edge when a calm bin lies below it. None: off.
     saturated_edge: float | None = None
+    # Forgetting halves a bin's count, not its P99: a bin that dropped out of the fit
+    # keeps the value it had, and new samples move it by `alpha` each, so for several
+    # samples the fit reads the old value as if measured now. On
+    # servegen-m-large-d3-late seed 0 the 200-300 tok/s bin kept a pressure of 1.07 from
+    # the slice's first minutes (a heavier mix) for 25 minutes; back in the fit with
+    # samples at 0.4-0.5 it read 0.94, 0.84, 0.78, and the curve's slope lowered the
+    # estimate from 300 to 243 tok/s (docs/policy.md, "Thirty-fifth round, second
+    # round"). `restart_below` > 0: a bin whose count is below it takes the new sample
+    # as its P99 (0: never). `count_weighted`: a sample moves the bin by
+    # max(`alpha`, 1 / (count + 1)), the running mean of what the count still holds.
+    # The thirty-fifth round's second round measures both; off by default.
+    restart_below: int = 0
+    count_weighted: bool = False
 
     def initial(self, *, target: float) -> CapacityState:
         return CapacityState(scale=target, p99=(None,) * self.bins, n=(0,) * self.bins)
@@ -224,10 +237,13 @@ class CapacityModel:
         p99s = list(state.p99)
         ns = list(state.n)
         old = p99s[b]
+        if ns[b] < self.restart_below:
+            old = None  # forgotten: the bin starts again from this sample
         if old is not None and ns[b] >= self.min_bin_points and old > 0.0:
             p99 = min(max(p99, old / 3.0), old * 3.0)
+        weight = max(self.alpha, 1.0 / (ns[b] + 1)) if self.count_weighted else self.alpha
         # Rounded when written so that to_dict is a plain copy (it runs on every call).
-        p99s[b] = float(f"{p99 if old is None else old + self.alpha * (p99 - old):.5g}")
+        p99s[b] = float(f"{p99 if old is None else old + weight * (p99 - old):.5g}")
         ns[b] = min(ns[b] + 1, 1_000_000)
         if self.forget_every and (state.total + 1) % self.forget_every == 0:
             ns = [n // 2 for n in ns]

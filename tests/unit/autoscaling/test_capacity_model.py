@@ -209,3 +209,31 @@ def test_a_queueing_pod_is_read_as_saturated_near_its_load_when_asked() -> None:
     for _ in range(12):
         s = mild.observe(s, load=350.0, p99=2.4, target=500.0, slo=SLO)
     assert mild.capacity(s, target=500.0) < 300.0
+
+
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        pytest.param({}, 1.86, id="default-moves-alpha-from-the-old-value"),
+        pytest.param({"restart_below": 3}, 0.9, id="restarted-below-three"),
+        pytest.param({"restart_below": 2}, 1.86, id="count-not-below-two"),
+        pytest.param({"count_weighted": True}, 1.7, id="running-mean-of-what-is-left"),
+    ],
+)
+def test_a_forgotten_bin_weighs_its_old_value_as_its_count_says(
+    fields: dict[str, object], expected: float
+) -> None:
+    """The thirty-fifth round's second round (off by default): a bin held P99 2.1 and
+    forgetting halved its count to 2 (out of the fit). A new sample at 0.9 moves it by
+    alpha (0.2) by default; with `restart_below` 3 it replaces it; with `count_weighted`
+    it moves it by 1 / (2 + 1)."""
+    model = replace(MODEL, **fields)  # type: ignore[arg-type]
+    width = TARGET * model.bin_fraction
+    fresh = model.initial(target=TARGET)
+    p99 = list(fresh.p99)
+    n = list(fresh.n)
+    p99[4], n[4] = 2.1, 2
+    before = replace(fresh, p99=tuple(p99), n=tuple(n), total=30)
+    after = model.observe(before, load=4.5 * width, p99=0.9, target=TARGET, slo=SLO)
+    assert after.p99[4] == pytest.approx(expected)
+    assert after.n[4] == 3
