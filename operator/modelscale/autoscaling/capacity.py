@@ -193,7 +193,8 @@ class CapacityModel:
     # round"). `restart_below` > 0: a bin whose count is below it takes the new sample
     # as its P99 (0: never). `count_weighted`: a sample moves the bin by
     # max(`alpha`, 1 / (count + 1)), the running mean of what the count still holds.
-    # The thirty-fifth round's second round measures both; off by default.
+    # Both off in the class (the ceiling model); the policy's model (`state.CAPACITY`)
+    # sets `restart_below` 1 since the thirty-fifth round's second round chose it.
     restart_below: int = 0
     count_weighted: bool = False
 

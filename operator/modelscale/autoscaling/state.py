@@ -67,6 +67,7 @@ CAPACITY = capacity_mod.CapacityModel(
     step_reach=2.0,  # eighteenth split (docs/policy.md)
     hyperbolic_crossing=True,  # twenty-first round (docs/policy.md, "Twenty-first split")
     saturated_edge=3.0,  # thirty-third round (docs/policy.md, "Thirty-third round")
+    restart_below=1,  # thirty-fifth round, second round (docs/policy.md)
 )
 # PolicyConfig.adaptive False: the spec's value is a ceiling (the model before issue 11).
 CAPACITY_FIXED = capacity_mod.CapacityModel()
