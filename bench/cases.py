@@ -167,6 +167,12 @@ three were run once in full and swept with ecba03e's defaults, and the thirty-fo
 (2026-12-07) moved them into tuning and held out the next three the script printed:
 servegen-m-large day 2, 09:30-11:00 (a morning climb) and day 9, 15:00-16:30 (an
 afternoon with a dip), and servegen-m-small day 11, 10:00-11:30 (a mid-morning spike). The
+thirty-fifth round's second round chose `restart_below` 1, frozen in the same stop
+(581c6c4); those three were run once in full and swept with those defaults, and the
+thirty-fifth split (2026-12-07) moved them into tuning and held out the next three the
+script printed: servegen-m-large day 11, 11:00-12:30 (a midday fall) and day 4,
+23:30-01:00 (a fall after midnight), and servegen-m-small day 13, 20:00-21:30 (an evening
+climb). The
 held-out cases (`held_out=True`) are never used to tune anything, and results on them
 are the honest ones.
 """
@@ -576,19 +582,31 @@ CASES = (
     # Day 3, 10:00-11:30: a morning of swings, ~1,242 req/s, ~1,712-1,731 from 10:10,
     # ~1,451-1,659 after, ~1,178 at 11:00, ~1,246-1,406 after (x0.03).
     _servegen("servegen-m-small-d3-morning", "m-small", day=3, start_h=10, hours=1.5),
-    # Held out from here on: chosen in the thirty-fourth split of 2026-12-07 by
-    # `bench/holdout.py`, before anything ran on them.
+    # Held out in the thirty-fourth split of 2026-12-07 by `bench/holdout.py`, run once and
+    # swept the same day (with 581c6c4's defaults): tuning now.
     # Day 2, 09:30-11:00: a morning climb, ~126 req/s, ~145-181 from 09:40, ~208-224 from
     # 10:40 (x0.1).
-    _servegen(
-        "servegen-m-large-d2-morning", "m-large", day=2, start_h=9.5, hours=1.5, held_out=True
-    ),
+    _servegen("servegen-m-large-d2-morning", "m-large", day=2, start_h=9.5, hours=1.5),
     # Day 9, 15:00-16:30: an afternoon with a dip, ~298-355 req/s, ~260 at 15:50, ~302-339
     # after (x0.1).
-    _servegen(
-        "servegen-m-large-d9-afternoon", "m-large", day=9, start_h=15, hours=1.5, held_out=True
-    ),
+    _servegen("servegen-m-large-d9-afternoon", "m-large", day=9, start_h=15, hours=1.5),
     # Day 11, 10:00-11:30: a mid-morning spike, ~1,387 req/s, ~1,840 at 10:10, ~1,292-1,494
     # after (x0.03).
-    _servegen("servegen-m-small-d11-am", "m-small", day=11, start_h=10, hours=1.5, held_out=True),
+    _servegen("servegen-m-small-d11-am", "m-small", day=11, start_h=10, hours=1.5),
+    # Held out from here on: chosen in the thirty-fifth split of 2026-12-07 by
+    # `bench/holdout.py`, before anything ran on them.
+    # Day 11, 11:00-12:30: a midday fall, ~183-230 req/s, ~175 at 12:00, ~136-141 from
+    # 12:10 (x0.1).
+    _servegen(
+        "servegen-m-large-d11-midday", "m-large", day=11, start_h=11, hours=1.5, held_out=True
+    ),
+    # Day 4, 23:30-01:00: a fall after midnight, ~258-288 req/s, ~195-213 from 00:30 (x0.1).
+    _servegen(
+        "servegen-m-large-d4-midnight", "m-large", day=4, start_h=23.5, hours=1.5, held_out=True
+    ),
+    # Day 13, 20:00-21:30: an evening climb, ~1,836 req/s, ~1,907-2,193 from 20:10, ~2,382
+    # at 21:20 (x0.03).
+    _servegen(
+        "servegen-m-small-d13-evening", "m-small", day=13, start_h=20, hours=1.5, held_out=True
+    ),
 )

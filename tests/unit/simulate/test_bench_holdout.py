@@ -90,6 +90,11 @@ THIRTY_FOURTH = (
     "servegen-m-large-d9-afternoon",
     "servegen-m-small-d11-am",
 )
+THIRTY_FIFTH = (
+    "servegen-m-large-d11-midday",
+    "servegen-m-large-d4-midnight",
+    "servegen-m-small-d13-evening",
+)
 
 
 @pytest.mark.parametrize(
@@ -115,7 +120,8 @@ THIRTY_FOURTH = (
         (THIRTY_FIRST, THIRTY_SECOND),
         (THIRTY_SECOND, THIRTY_THIRD),
         (THIRTY_THIRD, THIRTY_FOURTH),
-        (THIRTY_FOURTH, ()),
+        (THIRTY_FOURTH, THIRTY_FIFTH),
+        (THIRTY_FIFTH, ()),
     ],
     ids=[
         "14th",
@@ -139,6 +145,7 @@ THIRTY_FOURTH = (
         "32nd (script)",
         "33rd (script)",
         "34th (script)",
+        "35th (script)",
     ],
 )
 def test_the_script_reproduces_the_hand_run_splits(
