@@ -160,6 +160,9 @@ def latency_slo(obs: Observation, config: PolicyConfig) -> float:
     return base + per_1k * max(prompt, 0.0) / requests / 1000.0
 
 
+TPOT_SIGNAL = "P99 TPOT"  # the name `latencies` gives the TPOT pair
+
+
 def latencies(obs: Observation, config: PolicyConfig) -> list[tuple[str, float, float]]:
     """The watched (name, P99, SLO) pairs present in the observation."""
     out: list[tuple[str, float, float]] = []
@@ -167,7 +170,7 @@ def latencies(obs: Observation, config: PolicyConfig) -> list[tuple[str, float, 
         out.append(("P99", obs.p99_seconds, latency_slo(obs, config)))
     tpot, slo = obs.p99_tpot_seconds, config.tpot_slo_seconds
     if tpot is not None and slo is not None and math.isfinite(tpot):
-        out.append(("P99 TPOT", tpot, slo))
+        out.append((TPOT_SIGNAL, tpot, slo))
     return out
 
 

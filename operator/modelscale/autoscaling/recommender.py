@@ -49,6 +49,7 @@ from modelscale.autoscaling.checks import (
     first_block,
 )
 from modelscale.autoscaling.demand import (
+    TPOT_SIGNAL,
     drained_recently,
     draining,
     latencies,
@@ -224,7 +225,7 @@ def _learn(
     fc = state_mod.FORECASTER.update(model.fc, t=obs.sample_time, value=load)
     cap = model.cap
     adaptive = config.adaptive
-    share = pressure(obs, config) if adaptive else obs.p99_seconds
+    share = _learning_pressure(obs, config) if adaptive else obs.p99_seconds
     if adaptive and share is not None:
         share *= config.latency_slo_seconds  # every watched signal, in units of its SLO
     fleet = _fleet(obs, config=config, fleet=model.fleet)
@@ -269,6 +270,20 @@ def _learn(
         fleet=fleet,
         peak=peak,
     )
+
+
+def _learning_pressure(obs: Observation, config: PolicyConfig) -> float | None:
+    """The worst watched P99 as a share of its SLO, as the capacity model learns it: with
+    `config.tpot_knee`, TPOT's share scaled so that `tpot_knee` x its SLO reads as the
+    model's knee. None: none measured."""
+    if config.tpot_knee <= 0.0:
+        return pressure(obs, config)
+    scale = state_mod.capacity_model(config).knee / config.tpot_knee
+    shares = [
+        p99 / slo * (scale if name == TPOT_SIGNAL else 1.0)
+        for name, p99, slo in latencies(obs, config)
+    ]
+    return max(shares) if shares else None
 
 
 def _rising_load(

@@ -197,6 +197,17 @@ class PolicyConfig:
     # (3 is the end of a step that came one scrape ago, for a 60 s window scraped every
     # 15 s). 0: off, at the mean.
     capacity_rise_extrapolate: float = 0.0
+    # With `adaptive` and this > 0: the capacity learns the P99 TPOT against a knee at
+    # this share of its SLO instead of the capacity model's shared knee (0.9 x each SLO):
+    # its share is scaled by knee / `tpot_knee` before the worst is taken. TPOT rises
+    # gradually with the batch and has no cliff, unlike TTFT's queueing; on
+    # servegen-m-large-d2-morning the first fleet of 4 showed P99 TPOT at 0.91 of its SLO
+    # at 233 tok/s each, past the knee, and the estimate took 70 minutes to grow to 360
+    # while 6 pods served where the oracle ran 4-5 at TPOT up to its SLO. A knee of 0.95
+    # for every signal missed 98 windows more (docs/policy.md, "Thirtieth split"); the
+    # thirty-sixth round measures TPOT's alone. Only what the capacity learns changes: the
+    # latency checks and the SLO-miss correction still read TPOT against its SLO. 0: off.
+    tpot_knee: float = 0.0
     # With `adaptive`: a scale-down may load each remaining replica with at most this
     # multiple of the heaviest load per replica the pods were seen serving within the SLO
     # (CapacityModel.tested_load). The capacity estimate above that load is a prior or an
@@ -315,6 +326,11 @@ class PolicyConfig:
                 f"({self.scale_down_peak_window_seconds!r}), a share of the demand, "
                 "0 <= x <= 1, and a multiple of the heaviest load per replica seen, 1 or "
                 "more (0: everywhere)"
+            )
+        if not 0.0 <= self.tpot_knee <= 1.0:
+            raise ValueError(
+                f"tpot_knee {self.tpot_knee!r}: give the share of the TPOT SLO the capacity "
+                "learns its knee at, 0 < x <= 1 (0: the capacity model's shared knee)"
             )
         if not (0.0 <= self.capacity_rise_skip <= 10.0) or not (
             0.0 <= self.capacity_rise_extrapolate <= 10.0

@@ -967,3 +967,30 @@ def test_a_miss_while_the_demand_rises_teaches_the_capacity_only_where_the_rise_
 def test_a_rise_rule_that_cannot_hold_is_refused(fields: dict[str, float]) -> None:
     with pytest.raises(ValueError, match="capacity_rise_skip"):
         PolicyConfig(**fields)  # type: ignore[arg-type]
+
+
+def capacity_at_tpot_near_its_slo(config: PolicyConfig) -> float | None:
+    """The learned capacity after 5 minutes at 1,000 tok/s on 4 replicas with P99 TTFT a
+    quarter of its SLO and P99 TPOT at 0.92 of its 0.1 s SLO."""
+    config = replace(config, tpot_slo_seconds=0.1)
+    st = ScalingState()
+    for i in range(20):
+        _, st = recommender.recommend(
+            obs(T0 + 15.0 * i, rate=1000.0, replicas=4, p99=0.5, p99_tpot_seconds=0.092),
+            config=config,
+            state=st,
+        )
+    return state.load(st.model, config=config).cap.capacity
+
+
+def test_tpot_can_be_learned_against_its_own_knee() -> None:
+    """The thirty-sixth round's field, off by default: TPOT at 0.92 of its SLO is past the
+    shared knee (0.9), so the capacity falls to about the 250 tok/s each pod serves; with
+    `tpot_knee` 0.95 or 1.0 it reads under the knee and the prior (500) stands."""
+    assert PolicyConfig().tpot_knee == 0.0
+    shared = capacity_at_tpot_near_its_slo(CONFIG)
+    assert shared is not None and shared <= 250.0, shared
+    for knee in (0.95, 1.0):
+        assert capacity_at_tpot_near_its_slo(replace(CONFIG, tpot_knee=knee)) == 500.0
+    with pytest.raises(ValueError, match=r"tpot_knee 1\.5: give the share"):
+        PolicyConfig(tpot_knee=1.5)
