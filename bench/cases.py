@@ -172,7 +172,11 @@ thirty-fifth round's second round chose `restart_below` 1, frozen in the same st
 thirty-fifth split (2026-12-07) moved them into tuning and held out the next three the
 script printed: servegen-m-large day 11, 11:00-12:30 (a midday fall) and day 4,
 23:30-01:00 (a fall after midnight), and servegen-m-small day 13, 20:00-21:30 (an evening
-climb). The
+climb). The thirty-sixth round changed no default; those three were run once in full and
+swept with 581c6c4's defaults, and the thirty-sixth split (2026-12-07) moved them into
+tuning and held out the next three the script printed: servegen-m-large day 7, 18:00-19:30
+(an evening climb) and day 11, 23:30-01:00 (a climb after midnight), and servegen-m-small
+day 12, 07:30-09:00 (a morning of swings). The
 held-out cases (`held_out=True`) are never used to tune anything, and results on them
 are the honest ones.
 """
@@ -593,20 +597,31 @@ CASES = (
     # Day 11, 10:00-11:30: a mid-morning spike, ~1,387 req/s, ~1,840 at 10:10, ~1,292-1,494
     # after (x0.03).
     _servegen("servegen-m-small-d11-am", "m-small", day=11, start_h=10, hours=1.5),
-    # Held out from here on: chosen in the thirty-fifth split of 2026-12-07 by
-    # `bench/holdout.py`, before anything ran on them.
+    # Held out in the thirty-fifth split of 2026-12-07 by `bench/holdout.py`, run once and
+    # swept the same day (with 581c6c4's defaults): tuning now.
     # Day 11, 11:00-12:30: a midday fall, ~183-230 req/s, ~175 at 12:00, ~136-141 from
     # 12:10 (x0.1).
-    _servegen(
-        "servegen-m-large-d11-midday", "m-large", day=11, start_h=11, hours=1.5, held_out=True
-    ),
+    _servegen("servegen-m-large-d11-midday", "m-large", day=11, start_h=11, hours=1.5),
     # Day 4, 23:30-01:00: a fall after midnight, ~258-288 req/s, ~195-213 from 00:30 (x0.1).
-    _servegen(
-        "servegen-m-large-d4-midnight", "m-large", day=4, start_h=23.5, hours=1.5, held_out=True
-    ),
+    _servegen("servegen-m-large-d4-midnight", "m-large", day=4, start_h=23.5, hours=1.5),
     # Day 13, 20:00-21:30: an evening climb, ~1,836 req/s, ~1,907-2,193 from 20:10, ~2,382
     # at 21:20 (x0.03).
+    _servegen("servegen-m-small-d13-evening", "m-small", day=13, start_h=20, hours=1.5),
+    # Held out from here on: chosen in the thirty-sixth split of 2026-12-07 by
+    # `bench/holdout.py`, before anything ran on them.
+    # Day 7, 18:00-19:30: an evening climb, ~221-241 req/s, ~265 at 18:50, ~294-313 from
+    # 19:00 (x0.1).
     _servegen(
-        "servegen-m-small-d13-evening", "m-small", day=13, start_h=20, hours=1.5, held_out=True
+        "servegen-m-large-d7-evening", "m-large", day=7, start_h=18, hours=1.5, held_out=True
+    ),
+    # Day 11, 23:30-01:00: a climb after midnight, ~89-99 req/s, ~118 at 00:10, ~92 at
+    # 00:20, ~136-181 from 00:30 (x0.1).
+    _servegen(
+        "servegen-m-large-d11-midnight", "m-large", day=11, start_h=23.5, hours=1.5, held_out=True
+    ),
+    # Day 12, 07:30-09:00: a morning of swings, ~1,347-1,615 req/s, ~1,428 at 08:00, ~1,889
+    # at 08:10, ~1,511-1,752 after (x0.03).
+    _servegen(
+        "servegen-m-small-d12-morning", "m-small", day=12, start_h=7.5, hours=1.5, held_out=True
     ),
 )

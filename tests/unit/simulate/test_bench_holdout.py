@@ -95,6 +95,11 @@ THIRTY_FIFTH = (
     "servegen-m-large-d4-midnight",
     "servegen-m-small-d13-evening",
 )
+THIRTY_SIXTH = (
+    "servegen-m-large-d7-evening",
+    "servegen-m-large-d11-midnight",
+    "servegen-m-small-d12-morning",
+)
 
 
 @pytest.mark.parametrize(
@@ -121,7 +126,8 @@ THIRTY_FIFTH = (
         (THIRTY_SECOND, THIRTY_THIRD),
         (THIRTY_THIRD, THIRTY_FOURTH),
         (THIRTY_FOURTH, THIRTY_FIFTH),
-        (THIRTY_FIFTH, ()),
+        (THIRTY_FIFTH, THIRTY_SIXTH),
+        (THIRTY_SIXTH, ()),
     ],
     ids=[
         "14th",
@@ -146,6 +152,7 @@ THIRTY_FIFTH = (
         "33rd (script)",
         "34th (script)",
         "35th (script)",
+        "36th (script)",
     ],
 )
 def test_the_script_reproduces_the_hand_run_splits(
