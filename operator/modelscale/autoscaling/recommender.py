@@ -363,8 +363,44 @@ class ForecastNeed(NamedTuple):
     idle: bool = False
 
 
+def _calm_released(now: float | None, *, config: PolicyConfig, model: PolicyModel) -> bool:
+    """Whether the fleet has been calm for `config.untested_release_seconds` (see
+    `_track_calm`): the untested reach then gives way to the small-fleet reach."""
+    release = config.untested_release_seconds
+    if release <= 0.0 or now is None or model.calm_since is None:
+        return False
+    return now - model.calm_since >= release
+
+
+def _track_calm(obs: Observation, *, config: PolicyConfig, model: PolicyModel) -> PolicyModel:
+    """`PolicyModel.calm_since`: the first sample time since which every sample's worst
+    watched P99 was at most `config.untested_release_pressure` of its SLO with no queue
+    over `config.queue_depth_per_replica` per warmed replica. A sample without a P99 or
+    with a P99 past that share starts it anew; off: None."""
+    if config.untested_release_seconds <= 0.0 or not config.adaptive:
+        return model if model.calm_since is None else model._replace(calm_since=None)
+    if obs.sample_time is None or (
+        model.sample_time is not None and obs.sample_time <= model.sample_time
+    ):
+        return model  # no new sample: nothing new about the fleet
+    share = pressure(obs, config)
+    allowance = config.queue_depth_per_replica * max(obs.warmed_replicas, 1)
+    queued = obs.queue_depth is not None and obs.queue_depth > allowance
+    if share is None or share > config.untested_release_pressure or queued:
+        return model if model.calm_since is None else model._replace(calm_since=None)
+    if model.calm_since is None:
+        return model._replace(calm_since=obs.sample_time)
+    return model
+
+
 def _within_tested_load(
-    replicas: int, *, current: int, demand: float, config: PolicyConfig, model: PolicyModel
+    replicas: int,
+    *,
+    current: int,
+    demand: float,
+    config: PolicyConfig,
+    model: PolicyModel,
+    obs_time: float | None = None,
 ) -> tuple[int, float]:
     """The fewest replicas, at least `replicas` and at most `current`, that load each with
     at most `config.scale_down_reach` x the heaviest load per replica seen within the SLO
@@ -372,7 +408,8 @@ def _within_tested_load(
     replicas or fewer, at most `config.scale_down_reach_small` x it (when set), and at
     most `config.scale_down_reach_untested` x it (when set; where it leaves
     `config.scale_down_untested_fleet` or fewer, when that is set) while no load past the
-    knee has been seen (nor, with `config.queue_is_limit`, a queue grow on warmed pods).
+    knee has been seen (nor, with `config.queue_is_limit`, a queue grow on warmed pods)
+    and the fleet has not been calm for `config.untested_release_seconds` by `obs_time`.
     With the reach that decided. No such load seen yet: `replicas` (the other guards, the
     window and the latency margin, still apply)."""
     reach = config.scale_down_reach
@@ -388,7 +425,12 @@ def _within_tested_load(
         limit = capacity.limit_seen(model.cap, target=target, slo=slo) or (
             config.queue_is_limit and model.saturated
         )
-        if config.scale_down_reach_untested and kept <= untested_fleet and not limit:
+        if (
+            config.scale_down_reach_untested
+            and kept <= untested_fleet
+            and not limit
+            and not _calm_released(obs_time, config=config, model=model)
+        ):
             small_reach = config.scale_down_reach_untested
         small = _ceil_replicas(demand / (small_reach * tested), config)
         if small > kept:
@@ -535,7 +577,12 @@ def recommend_for_forecast(
             replicas = kept
     if 0 < replicas < current and adaptive and not idle:
         kept, reach = _within_tested_load(
-            replicas, current=current, demand=demand, config=config, model=model
+            replicas,
+            current=current,
+            demand=demand,
+            config=config,
+            model=model,
+            obs_time=obs.sample_time,
         )
         if kept > replicas:
             message += (
@@ -612,6 +659,7 @@ def recommend(
         model = model._replace(saturated=True)  # the pods serving were past their limit
     seen = model.sample_time
     fresh = obs.sample_time is not None and (seen is None or obs.sample_time > seen)
+    model = _track_calm(obs, config=config, model=model)
     model = _learn(obs, config=config, model=model, backlog_draining=backlog)
     model = _track_idle(obs, config=config, model=model)
     gap = 0.0 if seen is None or obs.sample_time is None else obs.sample_time - seen

@@ -115,6 +115,9 @@ class PolicyModel(NamedTuple):
     # A queue was seen growing on warmed pods (see recommender.recommend): a pod was
     # past its limit, whether or not the latency curve kept the sample.
     saturated: bool = False
+    # The first sample time since which every sample was calm (see
+    # recommender._track_calm); None while not, or with `untested_release_seconds` off.
+    calm_since: float | None = None
 
 
 def load(data: dict[str, Any], *, config: PolicyConfig) -> PolicyModel:
@@ -159,6 +162,7 @@ def _parse(data: dict[str, Any], *, config: PolicyConfig) -> PolicyModel:
         peak=tuple((float(t), float(r)) for t, r in data.get("pk", ())),
         drained=None if data.get("dr") is None else float(data["dr"]),
         saturated=bool(data.get("sat", False)),
+        calm_since=None if data.get("cs") is None else float(data["cs"]),
     )
 
 
@@ -183,6 +187,7 @@ def dump(m: PolicyModel, *, config: PolicyConfig) -> dict[str, Any]:
         "pk": [[t, r] for t, r in m.peak],
         "dr": m.drained,
         "sat": m.saturated,
+        "cs": m.calm_since,
     }
 
 

@@ -837,6 +837,37 @@ def test_three_pods_held_by_the_untested_reach_step_down_with_either_new_rule() 
     assert three_calm_after_a_queue(replace(CONFIG, queue_is_limit=True))[0] == 2
 
 
+def test_the_untested_reach_gives_way_after_a_calm_time() -> None:
+    """The thirty-seventh round's rule, off by default: the same three calm pods (P99 at
+    0.3 of the SLO, no queue) held at 3 by the 1x untested reach step down to 2 once they
+    have been calm for `untested_release_seconds` (600 s of the 40 minutes), not when the
+    calm time is longer than the run (3,600 s) or the calm share is below their P99's
+    (0.25); the time since they have been calm survives the status round trip (`cs`)."""
+    assert PolicyConfig().untested_release_seconds == 0.0
+    released = replace(CONFIG, untested_release_seconds=600.0)
+    assert three_calm_after_a_queue(released)[0] == 2
+    assert three_calm_after_a_queue(replace(released, untested_release_seconds=3600.0))[0] == 3
+    assert three_calm_after_a_queue(replace(released, untested_release_pressure=0.25))[0] == 3
+    st = ScalingState()
+    for i in range(3):
+        _, st = recommender.recommend(
+            obs(T0 + 15.0 * i, rate=440.0, replicas=3, p99=0.6), config=released, state=st
+        )
+    assert st.model["cs"] == T0 - 1.0  # the first calm sample's time
+    assert state.load(st.model, config=released).calm_since == T0 - 1.0
+    _, st = recommender.recommend(
+        obs(T0 + 45.0, rate=440.0, replicas=3, p99=1.2), config=released, state=st
+    )
+    assert st.model["cs"] is None  # P99 at 0.6 of the SLO, past the calm share
+
+
+def test_a_calm_release_outside_its_range_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"untested_release_seconds -1\.0, .*: give a calm"):
+        PolicyConfig(untested_release_seconds=-1.0)
+    with pytest.raises(ValueError, match=r"untested_release_pressure 0\.0: give a calm"):
+        PolicyConfig(untested_release_pressure=0.0)
+
+
 def test_a_queue_seen_growing_on_warmed_pods_is_kept_in_the_status() -> None:
     """The saturation a queue showed survives the status round trip (key `sat`)."""
     st = ScalingState()
