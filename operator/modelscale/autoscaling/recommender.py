@@ -409,8 +409,9 @@ def _within_tested_load(
     most `config.scale_down_reach_untested` x it (when set; where it leaves
     `config.scale_down_untested_fleet` or fewer, when that is set) while no load past the
     knee has been seen (nor, with `config.queue_is_limit`, a queue grow on warmed pods)
-    and the fleet has not been calm for `config.untested_release_seconds` by `obs_time`.
-    With the reach that decided. No such load seen yet: `replicas` (the other guards, the
+    and the fleet has not been calm for `config.untested_release_seconds` by `obs_time`
+    (where it leaves `config.untested_release_fleet` or more). With the reach that
+    decided. No such load seen yet: `replicas` (the other guards, the
     window and the latency margin, still apply)."""
     reach = config.scale_down_reach
     capacity = state_mod.capacity_model(config)
@@ -429,7 +430,10 @@ def _within_tested_load(
             config.scale_down_reach_untested
             and kept <= untested_fleet
             and not limit
-            and not _calm_released(obs_time, config=config, model=model)
+            and not (
+                kept >= config.untested_release_fleet
+                and _calm_released(obs_time, config=config, model=model)
+            )
         ):
             small_reach = config.scale_down_reach_untested
         small = _ceil_replicas(demand / (small_reach * tested), config)

@@ -861,11 +861,48 @@ def test_the_untested_reach_gives_way_after_a_calm_time() -> None:
     assert st.model["cs"] is None  # P99 at 0.6 of the SLO, past the calm share
 
 
+def two_calm_after_one(config: PolicyConfig) -> tuple[int, str]:
+    """One calm pod at 300 tok/s for 10 minutes, then two calm pods serving 380 between
+    them for 20: one pod would carry 380, 1.27x the heaviest load seen within the SLO."""
+    st, t = ScalingState(), T0
+    for _ in range(40):
+        _, st = recommender.recommend(
+            obs(t, rate=300.0, replicas=1, p99=0.6), config=config, state=st
+        )
+        t += 15.0
+    rec = None
+    for _ in range(80):
+        rec, st = recommender.recommend(
+            obs(t, rate=380.0, replicas=2, p99=0.6), config=config, state=st
+        )
+        t += 15.0
+    assert rec is not None
+    return rec.replicas, rec.message
+
+
+def test_a_calm_release_can_be_kept_from_the_last_replica() -> None:
+    """The thirty-seventh round's second field, 1 (any) by default: the calm release lets
+    the 1.5x small-fleet reach take 2 calm pods to 1 (1.27x the heaviest load seen);
+    with `untested_release_fleet` 2 the untested reach still holds the second pod, and
+    3 -> 2 is still released."""
+    assert PolicyConfig().untested_release_fleet == 1
+    released = replace(CONFIG, untested_release_seconds=600.0)
+    held, message = two_calm_after_one(CONFIG)
+    assert held == 2
+    assert "1x the heaviest load per replica seen within the SLO" in message
+    assert two_calm_after_one(released)[0] == 1
+    kept_two = replace(released, untested_release_fleet=2)
+    assert two_calm_after_one(kept_two)[0] == 2
+    assert three_calm_after_a_queue(kept_two)[0] == 2
+
+
 def test_a_calm_release_outside_its_range_is_refused() -> None:
     with pytest.raises(ValueError, match=r"untested_release_seconds -1\.0, .*: give a calm"):
         PolicyConfig(untested_release_seconds=-1.0)
-    with pytest.raises(ValueError, match=r"untested_release_pressure 0\.0: give a calm"):
+    with pytest.raises(ValueError, match=r"untested_release_pressure 0\.0, .*: give a calm"):
         PolicyConfig(untested_release_pressure=0.0)
+    with pytest.raises(ValueError, match=r"untested_release_fleet 0: give a calm"):
+        PolicyConfig(untested_release_fleet=0)
 
 
 def test_a_queue_seen_growing_on_warmed_pods_is_kept_in_the_status() -> None:
