@@ -215,15 +215,21 @@ class PolicyConfig:
     # untested reach can never give a pod back once the heavier bin is forgotten: on
     # servegen-m-small-d12-noon 3 pods served 440-600 tok/s at a P99 TPOT of 0.30-0.38 of
     # its SLO for 86 minutes where 2 were needed (docs/policy.md, "Thirty-second round"
-    # and "Thirty-seventh round"). 0: off.
-    untested_release_seconds: float = 0.0
-    untested_release_pressure: float = 0.5
+    # and "Thirty-seventh round"). 1,200 s at a calm share of 0.35, kept from the last
+    # replica (`untested_release_fleet` 2), was chosen by the thirty-seventh round's second
+    # round: the same 444 windows missed over the 111 tuning cases x 3 seeds, 0.003x
+    # cheaper on the mean (-d12-noon 1.495 -> 1.270x, -d5 1.251 -> 1.208x, -d3 1.244 ->
+    # 1.194x). A calm share of 0.5 released a third pod on servegen-m-small-d3-am (TPOT
+    # at 0.36-0.44 of its SLO) that a rise 10-20 minutes later needed. 0: off.
+    untested_release_seconds: float = 1200.0
+    untested_release_pressure: float = 0.35
     # The fewest replicas a released scale-down may leave (1: any). The small-fleet reach
     # (1.5x) let 2 -> 1 go where the single pod's load had been seen within the SLO once:
     # on servegen-m-small-d11-night seed 1 two calm pods went to one at minute 59 and
     # missed 4 windows while the second came back (docs/policy.md, "Thirty-seventh
-    # round"). 2: the release is for 3 -> 2 only.
-    untested_release_fleet: int = 1
+    # round"). 2 (since the thirty-seventh round's second round): the release is for
+    # 3 -> 2 only; 1 lets it take the last replica but one too.
+    untested_release_fleet: int = 2
     # With `adaptive`: a scale-down may load each remaining replica with at most this
     # multiple of the heaviest load per replica the pods were seen serving within the SLO
     # (CapacityModel.tested_load). The capacity estimate above that load is a prior or an

@@ -830,20 +830,26 @@ def test_three_pods_held_by_the_untested_reach_step_down_with_either_new_rule() 
     either way the 1.5x small-fleet reach lets one go."""
     assert PolicyConfig().scale_down_untested_fleet == 0
     assert PolicyConfig().queue_is_limit is False
-    held3, message = three_calm_after_a_queue(CONFIG)
+    unreleased = replace(CONFIG, untested_release_seconds=0.0)  # the calm release off
+    held3, message = three_calm_after_a_queue(unreleased)
     assert held3 == 3
     assert "1x the heaviest load per replica seen within the SLO" in message
-    assert three_calm_after_a_queue(replace(CONFIG, scale_down_untested_fleet=1))[0] == 2
-    assert three_calm_after_a_queue(replace(CONFIG, queue_is_limit=True))[0] == 2
+    assert three_calm_after_a_queue(replace(unreleased, scale_down_untested_fleet=1))[0] == 2
+    assert three_calm_after_a_queue(replace(unreleased, queue_is_limit=True))[0] == 2
 
 
 def test_the_untested_reach_gives_way_after_a_calm_time() -> None:
-    """The thirty-seventh round's rule, off by default: the same three calm pods (P99 at
-    0.3 of the SLO, no queue) held at 3 by the 1x untested reach step down to 2 once they
-    have been calm for `untested_release_seconds` (600 s of the 40 minutes), not when the
-    calm time is longer than the run (3,600 s) or the calm share is below their P99's
-    (0.25); the time since they have been calm survives the status round trip (`cs`)."""
-    assert PolicyConfig().untested_release_seconds == 0.0
+    """The thirty-seventh round's rule (1,200 s at a calm share of 0.35 by default since
+    its second round): the same three calm pods (P99 at 0.3 of the SLO, no queue) held at
+    3 by the 1x untested reach with the release off step down to 2 once they have been
+    calm for `untested_release_seconds` (600 s or the default 1,200 of the 40 minutes),
+    not when the calm time is longer than the run (3,600 s) or the calm share is below
+    their P99's (0.25); the time since they have been calm survives the status round trip
+    (`cs`)."""
+    assert PolicyConfig().untested_release_seconds == 1200.0
+    assert PolicyConfig().untested_release_pressure == 0.35
+    assert three_calm_after_a_queue(replace(CONFIG, untested_release_seconds=0.0))[0] == 3
+    assert three_calm_after_a_queue(CONFIG)[0] == 2
     released = replace(CONFIG, untested_release_seconds=600.0)
     assert three_calm_after_a_queue(released)[0] == 2
     assert three_calm_after_a_queue(replace(released, untested_release_seconds=3600.0))[0] == 3
@@ -881,12 +887,12 @@ def two_calm_after_one(config: PolicyConfig) -> tuple[int, str]:
 
 
 def test_a_calm_release_can_be_kept_from_the_last_replica() -> None:
-    """The thirty-seventh round's second field, 1 (any) by default: the calm release lets
-    the 1.5x small-fleet reach take 2 calm pods to 1 (1.27x the heaviest load seen);
-    with `untested_release_fleet` 2 the untested reach still holds the second pod, and
-    3 -> 2 is still released."""
-    assert PolicyConfig().untested_release_fleet == 1
-    released = replace(CONFIG, untested_release_seconds=600.0)
+    """The thirty-seventh round's second field (2 by default since that round): with
+    `untested_release_fleet` 1 the calm release lets the 1.5x small-fleet reach take 2
+    calm pods to 1 (1.27x the heaviest load seen); with 2 the untested reach still holds
+    the second pod, and 3 -> 2 is still released."""
+    assert PolicyConfig().untested_release_fleet == 2
+    released = replace(CONFIG, untested_release_seconds=600.0, untested_release_fleet=1)
     held, message = two_calm_after_one(CONFIG)
     assert held == 2
     assert "1x the heaviest load per replica seen within the SLO" in message
