@@ -100,6 +100,11 @@ THIRTY_SIXTH = (
     "servegen-m-large-d11-midnight",
     "servegen-m-small-d12-morning",
 )
+THIRTY_SEVENTH = (
+    "servegen-m-large-d9-morning",
+    "servegen-m-large-d10-evening",
+    "servegen-m-small-d14-morning",
+)
 
 
 @pytest.mark.parametrize(
@@ -127,7 +132,8 @@ THIRTY_SIXTH = (
         (THIRTY_THIRD, THIRTY_FOURTH),
         (THIRTY_FOURTH, THIRTY_FIFTH),
         (THIRTY_FIFTH, THIRTY_SIXTH),
-        (THIRTY_SIXTH, ()),
+        (THIRTY_SIXTH, THIRTY_SEVENTH),
+        (THIRTY_SEVENTH, ()),
     ],
     ids=[
         "14th",
@@ -153,6 +159,7 @@ THIRTY_SIXTH = (
         "34th (script)",
         "35th (script)",
         "36th (script)",
+        "37th (script)",
     ],
 )
 def test_the_script_reproduces_the_hand_run_splits(
