@@ -319,6 +319,16 @@ def _cliff_share(obs: Observation, config: PolicyConfig) -> float | None:
     return p99 / latency_slo(obs, config) * config.latency_slo_seconds
 
 
+def _queue_hurts(obs: Observation, config: PolicyConfig) -> bool:
+    """Whether a growing queue asks for a replica (`config.queue_buildup_cliff`): off,
+    or the configured signal's P99 at least that share of its SLO, or not measured."""
+    share = config.queue_buildup_cliff
+    if share <= 0.0 or not config.adaptive:
+        return True
+    cliff = _cliff_share(obs, config)
+    return cliff is None or cliff >= share * config.latency_slo_seconds
+
+
 def _track_idle(obs: Observation, *, config: PolicyConfig, model: PolicyModel) -> PolicyModel:
     """Remember when the zero demand now seen began: the rate window before the first
     observation that saw none."""
@@ -632,7 +642,11 @@ def recommend_for_reality(
                 f"with {obs.warmed_replicas} warmed replicas",
             )
     q = obs.queue_depth
-    if q is not None and queue_grew(obs, config=config, previous_queue=model.queue):
+    if (
+        q is not None
+        and queue_grew(obs, config=config, previous_queue=model.queue)
+        and _queue_hurts(obs, config)
+    ):
         return Blocked(
             QUEUE_BUILDUP,
             f"queue grew from {model.queue:.0f} to {q:.0f} waiting requests on "

@@ -911,6 +911,41 @@ def test_a_calm_release_outside_its_range_is_refused() -> None:
         PolicyConfig(untested_release_fleet=0)
 
 
+def one_pod_queues_for_a_moment(config: PolicyConfig, *, p99: float) -> tuple[int, str]:
+    """One pod serving 280 tok/s for two minutes (one is enough at 80 % of the 500 tok/s
+    prior), then its queue goes from 0 to 5 with its P99 TTFT at `p99` s (SLO 2 s)."""
+    st, t = ScalingState(), T0
+    for _ in range(8):
+        _, st = recommender.recommend(
+            obs(t, rate=280.0, replicas=1, p99=0.1), config=config, state=st
+        )
+        t += 15.0
+    rec, _ = recommender.recommend(
+        replace(obs(t, rate=280.0, replicas=1, p99=p99), queue_depth=5.0), config=config, state=st
+    )
+    return rec.replicas, rec.reason
+
+
+def test_a_queue_asks_for_a_replica_only_when_its_latency_shows_it_when_asked() -> None:
+    """The thirty-eighth round's field: with `queue_buildup_cliff` 0.1, a queue that grew
+    on a pod whose P99 TTFT is at 0.05 of its SLO asks for nothing (the forecast's one
+    replica stands); at 0.2 of its SLO it asks for a second, as every growing queue does
+    with the field off (the default)."""
+    assert PolicyConfig().queue_buildup_cliff == 0.0
+    assert one_pod_queues_for_a_moment(CONFIG, p99=0.1) == (2, recommender.QUEUE_BUILDUP)
+    gated = replace(CONFIG, queue_buildup_cliff=0.1)
+    replicas, reason = one_pod_queues_for_a_moment(gated, p99=0.1)
+    assert (replicas, reason == recommender.QUEUE_BUILDUP) == (1, False)
+    assert one_pod_queues_for_a_moment(gated, p99=0.4) == (2, recommender.QUEUE_BUILDUP)
+
+
+def test_a_queue_share_outside_its_range_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"queue_buildup_cliff 1\.5: give the share"):
+        PolicyConfig(queue_buildup_cliff=1.5)
+    with pytest.raises(ValueError, match=r"queue_buildup_cliff -0\.1: give the share"):
+        PolicyConfig(queue_buildup_cliff=-0.1)
+
+
 def test_a_queue_seen_growing_on_warmed_pods_is_kept_in_the_status() -> None:
     """The saturation a queue showed survives the status round trip (key `sat`)."""
     st = ScalingState()
