@@ -377,7 +377,7 @@ def _calm_released(now: float | None, *, config: PolicyConfig, model: PolicyMode
     """Whether the fleet has been calm for `config.untested_release_seconds` (see
     `_track_calm`): the untested reach then gives way to the small-fleet reach."""
     release = config.untested_release_seconds
-    if release <= 0.0 or now is None or model.calm_since is None:
+    if release <= 0.0 or now is None or model.calm_since is None or model.loud_since is not None:
         return False
     return now - model.calm_since >= release
 
@@ -386,7 +386,10 @@ def _track_calm(obs: Observation, *, config: PolicyConfig, model: PolicyModel) -
     """`PolicyModel.calm_since`: the first sample time since which every sample's worst
     watched P99 was at most `config.untested_release_pressure` of its SLO with no queue
     over `config.queue_depth_per_replica` per warmed replica. A sample without a P99 or
-    with a P99 past that share starts it anew; off: None."""
+    with a P99 past that share starts it anew, unless `config.untested_release_grace_seconds`
+    tolerates it (a run of such samples shorter than the grace, none past
+    `config.scale_down_latency_margin` and none queued: `PolicyModel.loud_since` keeps the
+    run's start); off: None."""
     if config.untested_release_seconds <= 0.0 or not config.adaptive:
         return model if model.calm_since is None else model._replace(calm_since=None)
     if obs.sample_time is None or (
@@ -396,11 +399,20 @@ def _track_calm(obs: Observation, *, config: PolicyConfig, model: PolicyModel) -
     share = pressure(obs, config)
     allowance = config.queue_depth_per_replica * max(obs.warmed_replicas, 1)
     queued = obs.queue_depth is not None and obs.queue_depth > allowance
-    if share is None or share > config.untested_release_pressure or queued:
-        return model if model.calm_since is None else model._replace(calm_since=None)
-    if model.calm_since is None:
-        return model._replace(calm_since=obs.sample_time)
-    return model
+    if share is not None and share <= config.untested_release_pressure and not queued:
+        if model.loud_since is not None:
+            model = model._replace(loud_since=None)
+        if model.calm_since is None:
+            return model._replace(calm_since=obs.sample_time)
+        return model
+    grace = config.untested_release_grace_seconds
+    if grace > 0.0 and share is not None and not queued:
+        loud = obs.sample_time if model.loud_since is None else model.loud_since
+        if share <= config.scale_down_latency_margin and obs.sample_time - loud < grace:
+            return model if model.loud_since == loud else model._replace(loud_since=loud)
+    if model.calm_since is None and model.loud_since is None:
+        return model
+    return model._replace(calm_since=None, loud_since=None)
 
 
 def _within_tested_load(

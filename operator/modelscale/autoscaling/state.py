@@ -118,6 +118,9 @@ class PolicyModel(NamedTuple):
     # The first sample time since which every sample was calm (see
     # recommender._track_calm); None while not, or with `untested_release_seconds` off.
     calm_since: float | None = None
+    # The first sample time of the current run of samples over the calm share that the
+    # grace (`untested_release_grace_seconds`) tolerates; None while calm.
+    loud_since: float | None = None
 
 
 def load(data: dict[str, Any], *, config: PolicyConfig) -> PolicyModel:
@@ -163,6 +166,7 @@ def _parse(data: dict[str, Any], *, config: PolicyConfig) -> PolicyModel:
         drained=None if data.get("dr") is None else float(data["dr"]),
         saturated=bool(data.get("sat", False)),
         calm_since=None if data.get("cs") is None else float(data["cs"]),
+        loud_since=None if data.get("ls") is None else float(data["ls"]),
     )
 
 
@@ -188,6 +192,7 @@ def dump(m: PolicyModel, *, config: PolicyConfig) -> dict[str, Any]:
         "dr": m.drained,
         "sat": m.saturated,
         "cs": m.calm_since,
+        "ls": m.loud_since,
     }
 
 

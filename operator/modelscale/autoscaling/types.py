@@ -230,6 +230,16 @@ class PolicyConfig:
     # round"). 2 (since the thirty-seventh round's second round): the release is for
     # 3 -> 2 only; 1 lets it take the last replica but one too.
     untested_release_fleet: int = 2
+    # With a release time set: a run of samples over the calm share lasting less than
+    # this many seconds, each with the worst watched P99 at most
+    # `scale_down_latency_margin` of its SLO and no queue over the allowance, pauses the
+    # calm clock (`PolicyModel.calm_since`) instead of restarting it; the release waits
+    # for a calm sample (`PolicyModel.loud_since` None). One sample over the share
+    # restarted 20 calm minutes: on servegen-m-small-d12-morning seed 1 three pods whose
+    # P99 TPOT crossed 0.35 of its SLO for 15-45 s every few minutes (0.36-0.39) were
+    # held from minute 41 to the end where two served (docs/policy.md, "Thirty-eighth
+    # round, second round"). 0: every such sample restarts the clock.
+    untested_release_grace_seconds: float = 0.0
     # With `adaptive`: a scale-down may load each remaining replica with at most this
     # multiple of the heaviest load per replica the pods were seen serving within the SLO
     # (CapacityModel.tested_load). The capacity estimate above that load is a prior or an
@@ -364,13 +374,15 @@ class PolicyConfig:
             0.0 <= self.untested_release_seconds <= 86_400.0
             and 0.0 < self.untested_release_pressure <= 1.0
             and self.untested_release_fleet >= 1
+            and 0.0 <= self.untested_release_grace_seconds <= 3_600.0
         ):
             raise ValueError(
                 f"untested_release_seconds {self.untested_release_seconds!r}, "
                 f"untested_release_pressure {self.untested_release_pressure!r}, "
-                f"untested_release_fleet {self.untested_release_fleet!r}: give a calm "
-                "time of 0 to 86400 s (0: off), a share of the SLO, 0 < x <= 1, and a "
-                "fleet of 1 replica or more"
+                f"untested_release_fleet {self.untested_release_fleet!r}, "
+                f"untested_release_grace_seconds {self.untested_release_grace_seconds!r}: "
+                "give a calm time of 0 to 86400 s (0: off), a share of the SLO, "
+                "0 < x <= 1, a fleet of 1 replica or more and a grace of 0 to 3600 s"
             )
         if not 0.0 <= self.queue_buildup_cliff <= 1.0:
             raise ValueError(

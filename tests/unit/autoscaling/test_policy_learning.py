@@ -798,10 +798,14 @@ def test_a_burst_cap_or_steady_windows_under_1_is_refused(cap: float, windows: f
         PolicyConfig(burst_cap=cap, burst_steady_windows=windows)
 
 
-def three_calm_after_a_queue(config: PolicyConfig) -> tuple[int, str]:
+def three_calm_after_a_queue(
+    config: PolicyConfig, *, loud_every: int = 0, loud_p99: float = 0.8
+) -> tuple[int, str]:
     """One pod at 400 tok/s queues (the queue grows 0 -> 8 -> 16) and the policy asks for
     more; three pods then serve 440 tok/s between them, calm, for 40 minutes (the bin of
-    the one pod's load forgotten). Returns the replicas asked for and the message."""
+    the one pod's load forgotten). With `loud_every` n, every nth sample's P99 is
+    `loud_p99` s (0.4 of the 2 s SLO by default), not 0.6. Returns the replicas asked for
+    and the message."""
     st, t = ScalingState(), T0
     for q in (0.0, 8.0, 16.0):
         _, st = recommender.recommend(
@@ -811,9 +815,10 @@ def three_calm_after_a_queue(config: PolicyConfig) -> tuple[int, str]:
         )
         t += 15.0
     rec = None
-    for _ in range(160):
+    for i in range(160):
+        loud = loud_every and i % loud_every == loud_every - 1 and i < 150
         rec, st = recommender.recommend(
-            replace(obs(t, rate=440.0, replicas=3, p99=0.6), queue_depth=0.0),
+            replace(obs(t, rate=440.0, replicas=3, p99=loud_p99 if loud else 0.6), queue_depth=0.0),
             config=config,
             state=st,
         )
@@ -902,13 +907,35 @@ def test_a_calm_release_can_be_kept_from_the_last_replica() -> None:
     assert three_calm_after_a_queue(kept_two)[0] == 2
 
 
+def test_a_grace_lets_the_calm_clock_run_through_brief_loud_samples() -> None:
+    """The thirty-eighth round's second round: the three calm pods with one sample in 16
+    at 0.4 of the SLO (over the 0.35 calm share) are held at 3, each such sample
+    restarting the 20-minute clock; with a grace of 60 s it keeps running and the third
+    goes. A sample past `scale_down_latency_margin` (0.7 of the SLO: 1.6 s) still
+    restarts it, grace or not."""
+    assert PolicyConfig().untested_release_grace_seconds == 0.0
+    assert three_calm_after_a_queue(CONFIG, loud_every=16)[0] == 3
+    graced = replace(CONFIG, untested_release_grace_seconds=60.0)
+    assert three_calm_after_a_queue(graced, loud_every=16)[0] == 2
+    assert three_calm_after_a_queue(graced, loud_every=16, loud_p99=1.6)[0] == 3
+    st = ScalingState()
+    for i, p99 in enumerate((0.6, 0.8, 0.8)):
+        _, st = recommender.recommend(
+            obs(T0 + 15.0 * i, rate=440.0, replicas=3, p99=p99), config=graced, state=st
+        )
+    assert (st.model["cs"], st.model["ls"]) == (T0 - 1.0, T0 + 14.0)
+    assert state.load(st.model, config=graced).loud_since == T0 + 14.0
+
+
 def test_a_calm_release_outside_its_range_is_refused() -> None:
     with pytest.raises(ValueError, match=r"untested_release_seconds -1\.0, .*: give a calm"):
         PolicyConfig(untested_release_seconds=-1.0)
     with pytest.raises(ValueError, match=r"untested_release_pressure 0\.0, .*: give a calm"):
         PolicyConfig(untested_release_pressure=0.0)
-    with pytest.raises(ValueError, match=r"untested_release_fleet 0: give a calm"):
+    with pytest.raises(ValueError, match=r"untested_release_fleet 0, .*: give a calm"):
         PolicyConfig(untested_release_fleet=0)
+    with pytest.raises(ValueError, match=r"untested_release_grace_seconds -1\.0: give a calm"):
+        PolicyConfig(untested_release_grace_seconds=-1.0)
 
 
 def one_pod_queues_for_a_moment(config: PolicyConfig, *, p99: float) -> tuple[int, str]:
