@@ -181,7 +181,12 @@ releasing the untested reach after a calm time, frozen in the same stop (9fa3216
 three were run once in full and swept with those defaults, and the thirty-seventh split
 (2026-12-07) moved them into tuning and held out the next three the script printed:
 servegen-m-large day 9, 07:30-09:00 (a morning climb) and day 10, 20:30-22:00 (an evening
-climb), and servegen-m-small day 14, 08:00-09:30 (a morning of swings). The
+climb), and servegen-m-small day 14, 08:00-09:30 (a morning of swings). The thirty-eighth
+round changed no default; those three were run once in full and swept with 9fa3216's
+defaults, and the thirty-eighth split (2026-12-07) moved them into tuning and held out the
+next three the script printed: servegen-m-large day 11, 17:30-19:00 (an evening fall) and
+day 4, 00:30-02:00 (a night fall), and servegen-m-small day 6, 11:30-13:00 (a late-morning
+plateau). The
 held-out cases (`held_out=True`) are never used to tune anything, and results on them
 are the honest ones.
 """
@@ -623,21 +628,28 @@ CASES = (
     # Day 12, 07:30-09:00: a morning of swings, ~1,347-1,615 req/s, ~1,428 at 08:00, ~1,889
     # at 08:10, ~1,511-1,752 after (x0.03).
     _servegen("servegen-m-small-d12-morning", "m-small", day=12, start_h=7.5, hours=1.5),
-    # Held out from here on: chosen in the thirty-seventh split of 2026-12-07 by
-    # `bench/holdout.py`, before anything ran on them.
+    # Held out in the thirty-seventh split of 2026-12-07 by `bench/holdout.py`, run once
+    # and swept the same day (with 9fa3216's defaults): tuning now.
     # Day 9, 07:30-09:00: a morning climb, ~105-150 req/s, ~195-196 at 08:00-08:10, ~150-159
     # after (x0.1).
-    _servegen(
-        "servegen-m-large-d9-morning", "m-large", day=9, start_h=7.5, hours=1.5, held_out=True
-    ),
+    _servegen("servegen-m-large-d9-morning", "m-large", day=9, start_h=7.5, hours=1.5),
     # Day 10, 20:30-22:00: an evening climb, ~230-260 req/s, ~274-288 from 21:00, ~321 at
     # 21:30, ~287-293 after (x0.1).
-    _servegen(
-        "servegen-m-large-d10-evening", "m-large", day=10, start_h=20.5, hours=1.5, held_out=True
-    ),
+    _servegen("servegen-m-large-d10-evening", "m-large", day=10, start_h=20.5, hours=1.5),
     # Day 14, 08:00-09:30: a morning of swings, ~1,453 req/s, ~1,693 at 08:10, ~1,194 at
     # 08:20, ~1,271-1,618 after (x0.03).
+    _servegen("servegen-m-small-d14-morning", "m-small", day=14, start_h=8, hours=1.5),
+    # Held out from here on: chosen in the thirty-eighth split of 2026-12-07 by
+    # `bench/holdout.py`, before anything ran on them.
+    # Day 11, 17:30-19:00: an evening fall, ~188-217 req/s, ~150 at 18:10, ~127-160 after
+    # (x0.1).
     _servegen(
-        "servegen-m-small-d14-morning", "m-small", day=14, start_h=8, hours=1.5, held_out=True
+        "servegen-m-large-d11-evening", "m-large", day=11, start_h=17.5, hours=1.5, held_out=True
     ),
+    # Day 4, 00:30-02:00: a night fall, ~230-238 req/s, ~183-188 from 01:00, ~149-156 from
+    # 01:30 (x0.1).
+    _servegen("servegen-m-large-d4-night", "m-large", day=4, start_h=0.5, hours=1.5, held_out=True),
+    # Day 6, 11:30-13:00: a late-morning plateau, ~1,127-1,323 req/s, ~1,606 at 12:50
+    # (x0.03).
+    _servegen("servegen-m-small-d6-noon", "m-small", day=6, start_h=11.5, hours=1.5, held_out=True),
 )

@@ -105,6 +105,11 @@ THIRTY_SEVENTH = (
     "servegen-m-large-d10-evening",
     "servegen-m-small-d14-morning",
 )
+THIRTY_EIGHTH = (
+    "servegen-m-large-d11-evening",
+    "servegen-m-large-d4-night",
+    "servegen-m-small-d6-noon",
+)
 
 
 @pytest.mark.parametrize(
@@ -133,7 +138,8 @@ THIRTY_SEVENTH = (
         (THIRTY_FOURTH, THIRTY_FIFTH),
         (THIRTY_FIFTH, THIRTY_SIXTH),
         (THIRTY_SIXTH, THIRTY_SEVENTH),
-        (THIRTY_SEVENTH, ()),
+        (THIRTY_SEVENTH, THIRTY_EIGHTH),
+        (THIRTY_EIGHTH, ()),
     ],
     ids=[
         "14th",
@@ -160,6 +166,7 @@ THIRTY_SEVENTH = (
         "35th (script)",
         "36th (script)",
         "37th (script)",
+        "38th (script)",
     ],
 )
 def test_the_script_reproduces_the_hand_run_splits(
