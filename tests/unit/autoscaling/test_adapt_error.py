@@ -56,3 +56,37 @@ def test_more_deviations_give_a_wider_margin_and_none_is_the_models_own() -> Non
 def test_a_negative_z_says_what_to_give(bad: float) -> None:
     with pytest.raises(ValueError, match=r"forecast_error_z .*>= 0"):
         ERRORS.factor(_scored(_steps()), z=bad)
+
+
+def _step_run() -> list[float]:
+    """Calm forecasts, then the 9 made in the horizon before a step no history foretold
+    (each under by x2.3, as on servegen-m-large-d9-morning), then calm again."""
+    return [0.0] * 40 + [math.log(2.3)] * 9 + [0.0] * 4
+
+
+def test_a_bias_clip_keeps_one_step_from_lifting_the_forecasts_bias() -> None:
+    """ForecastError.bias_clip (the thirty-ninth round's field, off by default): the
+    mean learns each error clipped, the upside deviation still reads all of it."""
+    clipped = ForecastError(bias_clip=0.1)
+    whole, cut = ErrorState(), ErrorState()
+    for i, x in enumerate(_step_run()):
+        kw = {"t": 15.0 * i, "actual": 100.0 * math.exp(x), "forecast": 100.0, "horizon": 15.0}
+        whole, cut = ERRORS.update(whole, **kw), clipped.update(cut, **kw)
+    assert cut.mean < whole.mean
+    assert cut.up > 0.0
+    f_whole, f_cut = ERRORS.factor(whole, z=0.25), clipped.factor(cut, z=0.25)
+    assert f_whole is not None and f_cut is not None
+    assert 1.0 < f_cut < f_whole
+
+
+def test_without_a_bias_clip_the_error_is_learned_as_before() -> None:
+    state = _scored(_steps())
+    assert ForecastError(bias_clip=None).update(
+        state, t=1e6, actual=100.0, forecast=100.0, horizon=15.0
+    ) == ERRORS.update(state, t=1e6, actual=100.0, forecast=100.0, horizon=15.0)
+
+
+@pytest.mark.parametrize("bad", [0.0, -0.1, 2.5, math.nan])
+def test_a_bias_clip_out_of_range_says_what_to_give(bad: float) -> None:
+    with pytest.raises(ValueError, match=r"bias_clip .*0 < x <= 2"):
+        ForecastError(bias_clip=bad)
