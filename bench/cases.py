@@ -186,7 +186,11 @@ round changed no default; those three were run once in full and swept with 9fa32
 defaults, and the thirty-eighth split (2026-12-07) moved them into tuning and held out the
 next three the script printed: servegen-m-large day 11, 17:30-19:00 (an evening fall) and
 day 4, 00:30-02:00 (a night fall), and servegen-m-small day 6, 11:30-13:00 (a late-morning
-plateau). The
+plateau). The thirty-ninth round changed no default; those three were run once in full and
+swept with 9fa3216's defaults, and the thirty-ninth split (2026-12-07) moved them into
+tuning and held out the next three the script printed: servegen-m-large day 12,
+21:30-23:00 (a late-evening fall and rebound) and day 2, 16:00-17:30 (an afternoon dip and
+recovery), and servegen-m-small day 14, 03:30-05:00 (a night plateau with a spike). The
 held-out cases (`held_out=True`) are never used to tune anything, and results on them
 are the honest ones.
 """
@@ -639,17 +643,30 @@ CASES = (
     # Day 14, 08:00-09:30: a morning of swings, ~1,453 req/s, ~1,693 at 08:10, ~1,194 at
     # 08:20, ~1,271-1,618 after (x0.03).
     _servegen("servegen-m-small-d14-morning", "m-small", day=14, start_h=8, hours=1.5),
-    # Held out from here on: chosen in the thirty-eighth split of 2026-12-07 by
-    # `bench/holdout.py`, before anything ran on them.
+    # Held out in the thirty-eighth split of 2026-12-07 by `bench/holdout.py`, run once
+    # and swept the same day (with 9fa3216's defaults): tuning now.
     # Day 11, 17:30-19:00: an evening fall, ~188-217 req/s, ~150 at 18:10, ~127-160 after
     # (x0.1).
-    _servegen(
-        "servegen-m-large-d11-evening", "m-large", day=11, start_h=17.5, hours=1.5, held_out=True
-    ),
+    _servegen("servegen-m-large-d11-evening", "m-large", day=11, start_h=17.5, hours=1.5),
     # Day 4, 00:30-02:00: a night fall, ~230-238 req/s, ~183-188 from 01:00, ~149-156 from
     # 01:30 (x0.1).
-    _servegen("servegen-m-large-d4-night", "m-large", day=4, start_h=0.5, hours=1.5, held_out=True),
+    _servegen("servegen-m-large-d4-night", "m-large", day=4, start_h=0.5, hours=1.5),
     # Day 6, 11:30-13:00: a late-morning plateau, ~1,127-1,323 req/s, ~1,606 at 12:50
     # (x0.03).
-    _servegen("servegen-m-small-d6-noon", "m-small", day=6, start_h=11.5, hours=1.5, held_out=True),
+    _servegen("servegen-m-small-d6-noon", "m-small", day=6, start_h=11.5, hours=1.5),
+    # Held out from here on: chosen in the thirty-ninth split of 2026-12-07 by
+    # `bench/holdout.py`, before anything ran on them.
+    # Day 12, 21:30-23:00: a late-evening fall and rebound, ~141-153 req/s, ~69-91 from
+    # 21:50, ~101-102 at 22:30-22:40, ~74 after (x0.1).
+    _servegen(
+        "servegen-m-large-d12-night", "m-large", day=12, start_h=21.5, hours=1.5, held_out=True
+    ),
+    # Day 2, 16:00-17:30: an afternoon dip and recovery, ~222 req/s, ~193 at 16:10, ~140 at
+    # 16:20, ~176-205 after (x0.1).
+    _servegen("servegen-m-large-d2-pm", "m-large", day=2, start_h=16, hours=1.5, held_out=True),
+    # Day 14, 03:30-05:00: a night plateau with a spike, ~1,269-1,395 req/s, ~1,651 at
+    # 04:30, ~1,186-1,279 after (x0.03).
+    _servegen(
+        "servegen-m-small-d14-night", "m-small", day=14, start_h=3.5, hours=1.5, held_out=True
+    ),
 )

@@ -110,6 +110,11 @@ THIRTY_EIGHTH = (
     "servegen-m-large-d4-night",
     "servegen-m-small-d6-noon",
 )
+THIRTY_NINTH = (
+    "servegen-m-large-d12-night",
+    "servegen-m-large-d2-pm",
+    "servegen-m-small-d14-night",
+)
 
 
 @pytest.mark.parametrize(
@@ -139,7 +144,8 @@ THIRTY_EIGHTH = (
         (THIRTY_FIFTH, THIRTY_SIXTH),
         (THIRTY_SIXTH, THIRTY_SEVENTH),
         (THIRTY_SEVENTH, THIRTY_EIGHTH),
-        (THIRTY_EIGHTH, ()),
+        (THIRTY_EIGHTH, THIRTY_NINTH),
+        (THIRTY_NINTH, ()),
     ],
     ids=[
         "14th",
@@ -167,6 +173,7 @@ THIRTY_EIGHTH = (
         "36th (script)",
         "37th (script)",
         "38th (script)",
+        "39th (script)",
     ],
 )
 def test_the_script_reproduces_the_hand_run_splits(
