@@ -31,6 +31,15 @@ class ErrorState(NamedTuple):
     n: int = 0
     mean: float = 0.0  # EWMA of log(actual / forecast)
     up: float = 0.0  # EWMA of the squared upside deviation from `mean` (x2)
+    # With ForecastError.bias_repeat_s: when the last error over the bias clip was
+    # scored (None: never), and whether its event is learned whole (a repeat).
+    last_big: float | None = None
+    whole: bool = False
+
+
+# Errors over the bias clip scored within this many seconds of the last one belong to the
+# same event (a step's horizon of forecasts, 9 at 140 s, comes in one run; so does a burst).
+EVENT_GAP_S = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +62,12 @@ class ForecastError:
     # replicas where 7-9 were needed (docs/policy.md, "Thirty-ninth round"). None: off
     # (the mean reads the whole error, clipped at +-2 as every error is).
     bias_clip: float | None = None
+    # With a bias clip: an event of errors over the clip (errors scored within
+    # EVENT_GAP_S of each other) is learned whole when the event before it ended at most
+    # this many seconds before it began: a load that keeps bursting (azure-code, every
+    # 4-7 minutes) is a bias the forecast has, where one step is not (docs/policy.md,
+    # "Fortieth round"). None: every error over the clip is clipped.
+    bias_repeat_s: float | None = None
 
     def __post_init__(self) -> None:
         if self.bias_clip is not None and not 0.0 < self.bias_clip <= 2.0:
@@ -60,6 +75,18 @@ class ForecastError:
                 f"bias_clip {self.bias_clip!r}: give the largest log error the forecast's "
                 "bias learns, 0 < x <= 2 (None: the whole error)"
             )
+        if self.bias_repeat_s is not None:
+            if self.bias_clip is None:
+                raise ValueError(
+                    f"bias_repeat_s {self.bias_repeat_s!r} needs a bias_clip: give both, or "
+                    "leave bias_repeat_s None"
+                )
+            if not EVENT_GAP_S < self.bias_repeat_s <= 3600.0:
+                raise ValueError(
+                    f"bias_repeat_s {self.bias_repeat_s!r}: give the seconds within which an "
+                    f"event of large errors counts as a repeat, {EVENT_GAP_S:g} < s <= 3600 "
+                    "(None: every such event is clipped)"
+                )
 
     def update(
         self,
@@ -74,13 +101,22 @@ class ForecastError:
         (the demand predicted for t + horizon)."""
         pending = list(state.pending)
         n, mean, up = state.n, state.mean, state.up
+        last_big, whole = state.last_big, state.whole
         while pending and pending[0][0] <= t:
             _, predicted = pending.pop(0)
             eps = max(1.0, 0.01 * max(predicted, actual))
             x = math.log((max(actual, 0.0) + eps) / (max(predicted, 0.0) + eps))
             x = min(max(x, -2.0), 2.0)  # one outage or restart does not dominate
             w = self.alpha if n >= self.min_count else 1.0 / (n + 1)
-            mean += w * ((x if self.bias_clip is None else min(x, self.bias_clip)) - mean)
+            learned = x
+            if self.bias_clip is not None and x > self.bias_clip:
+                if self.bias_repeat_s is not None:
+                    if last_big is None or t - last_big > EVENT_GAP_S:  # a new event
+                        whole = last_big is not None and t - last_big <= self.bias_repeat_s
+                    last_big = t
+                if not (whole and self.bias_repeat_s is not None):
+                    learned = self.bias_clip
+            mean += w * (learned - mean)
             dev = max(x - mean, 0.0)
             up += w * (2.0 * dev * dev - up)
             n = min(n + 1, 1_000_000)
@@ -90,6 +126,8 @@ class ForecastError:
             n=n,
             mean=_r(mean),
             up=_r(max(up, 0.0)),
+            last_big=None if last_big is None else _r(last_big),
+            whole=whole,
         )
 
     def factor(self, state: ErrorState, *, z: float | None = None) -> float | None:
@@ -110,6 +148,7 @@ class ForecastError:
             "n": state.n,
             "m": state.mean,
             "u": state.up,
+            **({} if state.last_big is None else {"b": [state.last_big, state.whole]}),
         }
 
     def from_dict(self, data: dict[str, Any]) -> ErrorState:
@@ -120,6 +159,8 @@ class ForecastError:
             n=int(data.get("n", 0)),
             mean=float(data.get("m", 0.0)),
             up=float(data.get("u", 0.0)),
+            last_big=float(data["b"][0]) if "b" in data else None,
+            whole=bool(data["b"][1]) if "b" in data else False,
         )
 
 

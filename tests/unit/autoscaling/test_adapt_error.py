@@ -90,3 +90,68 @@ def test_without_a_bias_clip_the_error_is_learned_as_before() -> None:
 def test_a_bias_clip_out_of_range_says_what_to_give(bad: float) -> None:
     with pytest.raises(ValueError, match=r"bias_clip .*0 < x <= 2"):
         ForecastError(bias_clip=bad)
+
+
+def _run(model: ForecastError, errors: list[float]) -> list[ErrorState]:
+    """Each state after scoring `errors` one per 15 s pass (forecasts of 100 tok/s)."""
+    state, out = ErrorState(), []
+    for i, x in enumerate(errors):
+        state = model.update(
+            state, t=15.0 * i, actual=100.0 * math.exp(x), forecast=100.0, horizon=15.0
+        )
+        out.append(state)
+    return out
+
+
+def _bursts(every: int, count: int) -> list[float]:
+    """Calm, then `count` bursts of 4 forecasts under by x2, one each `every` passes."""
+    calm = [0.0] * 40
+    for _ in range(count):
+        calm += [math.log(2.0)] * 4 + [0.0] * (every - 4)
+    return calm
+
+
+def test_a_repeat_window_learns_a_bursting_loads_errors_whole() -> None:
+    """ForecastError.bias_repeat_s (the fortieth round's field, off by default): the
+    first burst is clipped as one step is; a burst again within the window is a bias the
+    forecast has, learned whole, so the margin widens before the next one."""
+    clip = ForecastError(bias_clip=0.1)
+    repeat = ForecastError(bias_clip=0.1, bias_repeat_s=600.0)
+    errors = _bursts(every=16, count=3)  # a burst each 4 minutes
+    cut, kept, whole = _run(clip, errors), _run(repeat, errors), _run(ERRORS, errors)
+    first_over = 40 + 4  # the first burst is scored, the second not yet
+    assert kept[first_over] == cut[first_over]._replace(
+        last_big=kept[first_over].last_big, whole=False
+    )
+    assert cut[-1].mean < kept[-1].mean <= whole[-1].mean + 1e-9
+    f_cut, f_kept = clip.factor(cut[-1], z=0.25), repeat.factor(kept[-1], z=0.25)
+    assert f_cut is not None and f_kept is not None and f_kept > f_cut
+
+
+def test_a_repeat_window_still_clips_one_step_and_bursts_far_apart() -> None:
+    clip = ForecastError(bias_clip=0.1)
+    repeat = ForecastError(bias_clip=0.1, bias_repeat_s=300.0)
+    for errors in (_step_run(), _bursts(every=40, count=3)):  # one step; bursts 10 min apart
+        assert [s.mean for s in _run(repeat, errors)] == [s.mean for s in _run(clip, errors)]
+
+
+def test_the_repeat_state_survives_the_status_round_trip() -> None:
+    model = ForecastError(bias_clip=0.1, bias_repeat_s=600.0)
+    state = _run(model, _bursts(every=16, count=2))[-1]
+    assert state.last_big is not None and state.whole
+    assert model.from_dict(model.to_dict(state)) == state
+    assert "b" not in ERRORS.to_dict(_scored(_steps()))  # unchanged status without it
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"bias_repeat_s": 600.0}, r"bias_repeat_s 600.0 needs a bias_clip"),
+        ({"bias_clip": 0.1, "bias_repeat_s": 30.0}, r"bias_repeat_s 30.0: .*60 < s <= 3600"),
+        ({"bias_clip": 0.1, "bias_repeat_s": math.nan}, r"bias_repeat_s nan: .*60 < s"),
+        ({"bias_clip": 0.1, "bias_repeat_s": 7200.0}, r"<= 3600"),
+    ],
+)
+def test_a_bad_repeat_window_says_what_to_give(kwargs: dict[str, float], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        ForecastError(**kwargs)  # type: ignore[arg-type]
