@@ -53,21 +53,24 @@ class ForecastError:
     min_count: int = 8
     max_factor: float = 2.5
     keep: int = 40  # pending forecasts kept at most (a horizon of 10 min at 15 s)
-    # > 0: the running mean (the forecast's bias) learns each scored log error clipped to
-    # at most this; the upside deviation still reads the whole error. One step no
-    # history foretold is scored by every forecast made in the horizon before it (9 at
-    # 140 s and 15 s passes), and at `alpha` 0.05 those 9 lift the mean by about a third
-    # of the step: on servegen-m-large-d9-morning seed 0 the factor went x1.03 -> x1.53
-    # within two minutes of a step from 1,000 to 2,300 tok/s and asked for 13-14
-    # replicas where 7-9 were needed (docs/policy.md, "Thirty-ninth round"). None: off
-    # (the mean reads the whole error, clipped at +-2 as every error is).
-    bias_clip: float | None = None
+    # The running mean of log(actual / forecast) (the forecast's bias) learns each scored
+    # error clipped to at most this; the upside deviation still reads the whole error. One
+    # step no history foretold is scored by every forecast made in the horizon before it
+    # (9 at 140 s and 15 s passes), and at `alpha` 0.05 those 9 lift the mean by about a
+    # third of the step: on servegen-m-large-d9-morning seed 0 the factor went x1.03 ->
+    # x1.53 within two minutes of a step from 1,000 to 2,300 tok/s and asked for 13-14
+    # replicas where 7-9 were needed (docs/policy.md, "Thirty-ninth round"). 0.2 (a
+    # forecast low by up to x1.22 counts in full) with `bias_repeat_s` 600 since the
+    # fortieth round: 1 window fewer and 0.0059x of the oracle's cost less over the 120
+    # tuning cases (docs/policy.md, "Fortieth round"). None: off (the mean reads the whole
+    # error, clipped at +-2 as every error is; `bias_repeat_s` must then be None too).
+    bias_clip: float | None = 0.2
     # With a bias clip: an event of errors over the clip (errors scored within
     # EVENT_GAP_S of each other) is learned whole when the event before it ended at most
     # this many seconds before it began: a load that keeps bursting (azure-code, every
     # 4-7 minutes) is a bias the forecast has, where one step is not (docs/policy.md,
-    # "Fortieth round"). None: every error over the clip is clipped.
-    bias_repeat_s: float | None = None
+    # "Fortieth round"; 600 since). None: every error over the clip is clipped.
+    bias_repeat_s: float | None = 600.0
 
     def __post_init__(self) -> None:
         if self.bias_clip is not None and not 0.0 < self.bias_clip <= 2.0:

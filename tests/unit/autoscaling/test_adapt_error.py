@@ -9,14 +9,16 @@ import pytest
 from modelscale.autoscaling.adapt import ErrorState, ForecastError
 
 ERRORS = ForecastError()
+# The whole error, as before the fortieth round froze the bias clip.
+WHOLE = ForecastError(bias_clip=None, bias_repeat_s=None)
 
 
-def _scored(errors: list[float]) -> ErrorState:
+def _scored(errors: list[float], model: ForecastError = ERRORS) -> ErrorState:
     """Feed forecasts of 100 tok/s whose actual demand comes out exp(error) x that."""
     state = ErrorState()
     for i, x in enumerate(errors):
         # The forecast made at i x 15 s is due at (i + 1) x 15 s: scored on the next call.
-        state = ERRORS.update(
+        state = model.update(
             state, t=15.0 * i, actual=100.0 * math.exp(x), forecast=100.0, horizon=15.0
         )
     return state
@@ -65,25 +67,25 @@ def _step_run() -> list[float]:
 
 
 def test_a_bias_clip_keeps_one_step_from_lifting_the_forecasts_bias() -> None:
-    """ForecastError.bias_clip (the thirty-ninth round's field, off by default): the
-    mean learns each error clipped, the upside deviation still reads all of it."""
-    clipped = ForecastError(bias_clip=0.1)
+    """ForecastError.bias_clip (the thirty-ninth round's field, 0.2 since the fortieth):
+    the mean learns each error clipped, the upside deviation still reads all of it."""
+    clipped = ERRORS
     whole, cut = ErrorState(), ErrorState()
     for i, x in enumerate(_step_run()):
         kw = {"t": 15.0 * i, "actual": 100.0 * math.exp(x), "forecast": 100.0, "horizon": 15.0}
-        whole, cut = ERRORS.update(whole, **kw), clipped.update(cut, **kw)
+        whole, cut = WHOLE.update(whole, **kw), clipped.update(cut, **kw)
     assert cut.mean < whole.mean
     assert cut.up > 0.0
-    f_whole, f_cut = ERRORS.factor(whole, z=0.25), clipped.factor(cut, z=0.25)
+    f_whole, f_cut = WHOLE.factor(whole, z=0.25), clipped.factor(cut, z=0.25)
     assert f_whole is not None and f_cut is not None
     assert 1.0 < f_cut < f_whole
 
 
-def test_without_a_bias_clip_the_error_is_learned_as_before() -> None:
-    state = _scored(_steps())
-    assert ForecastError(bias_clip=None).update(
-        state, t=1e6, actual=100.0, forecast=100.0, horizon=15.0
-    ) == ERRORS.update(state, t=1e6, actual=100.0, forecast=100.0, horizon=15.0)
+def test_without_a_bias_clip_the_whole_error_is_learned() -> None:
+    """The first scored error is the whole mean (weight 1): about log(1.5) without the clip,
+    the clip's 0.2 with it."""
+    assert _scored([0.0, math.log(1.5)], WHOLE).mean == pytest.approx(math.log(1.5), abs=0.01)
+    assert _scored([0.0, math.log(1.5)]).mean == pytest.approx(0.2)
 
 
 @pytest.mark.parametrize("bad", [0.0, -0.1, 2.5, math.nan])
@@ -115,10 +117,10 @@ def test_a_repeat_window_learns_a_bursting_loads_errors_whole() -> None:
     """ForecastError.bias_repeat_s (the fortieth round's field, off by default): the
     first burst is clipped as one step is; a burst again within the window is a bias the
     forecast has, learned whole, so the margin widens before the next one."""
-    clip = ForecastError(bias_clip=0.1)
+    clip = ForecastError(bias_clip=0.1, bias_repeat_s=None)
     repeat = ForecastError(bias_clip=0.1, bias_repeat_s=600.0)
     errors = _bursts(every=16, count=3)  # a burst each 4 minutes
-    cut, kept, whole = _run(clip, errors), _run(repeat, errors), _run(ERRORS, errors)
+    cut, kept, whole = _run(clip, errors), _run(repeat, errors), _run(WHOLE, errors)
     first_over = 40 + 4  # the first burst is scored, the second not yet
     assert kept[first_over] == cut[first_over]._replace(
         last_big=kept[first_over].last_big, whole=False
@@ -129,7 +131,7 @@ def test_a_repeat_window_learns_a_bursting_loads_errors_whole() -> None:
 
 
 def test_a_repeat_window_still_clips_one_step_and_bursts_far_apart() -> None:
-    clip = ForecastError(bias_clip=0.1)
+    clip = ForecastError(bias_clip=0.1, bias_repeat_s=None)
     repeat = ForecastError(bias_clip=0.1, bias_repeat_s=300.0)
     for errors in (_step_run(), _bursts(every=40, count=3)):  # one step; bursts 10 min apart
         assert [s.mean for s in _run(repeat, errors)] == [s.mean for s in _run(clip, errors)]
@@ -140,13 +142,14 @@ def test_the_repeat_state_survives_the_status_round_trip() -> None:
     state = _run(model, _bursts(every=16, count=2))[-1]
     assert state.last_big is not None and state.whole
     assert model.from_dict(model.to_dict(state)) == state
-    assert "b" not in ERRORS.to_dict(_scored(_steps()))  # unchanged status without it
+    assert "b" not in WHOLE.to_dict(_scored(_steps(), WHOLE))  # unchanged status without it
+    assert ForecastError(bias_clip=0.2, bias_repeat_s=600.0) == ERRORS  # the defaults
 
 
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"bias_repeat_s": 600.0}, r"bias_repeat_s 600.0 needs a bias_clip"),
+        ({"bias_clip": None}, r"bias_repeat_s 600.0 needs a bias_clip: give both"),
         ({"bias_clip": 0.1, "bias_repeat_s": 30.0}, r"bias_repeat_s 30.0: .*60 < s <= 3600"),
         ({"bias_clip": 0.1, "bias_repeat_s": math.nan}, r"bias_repeat_s nan: .*60 < s"),
         ({"bias_clip": 0.1, "bias_repeat_s": 7200.0}, r"<= 3600"),
