@@ -115,6 +115,11 @@ THIRTY_NINTH = (
     "servegen-m-large-d2-pm",
     "servegen-m-small-d14-night",
 )
+FORTIETH = (
+    "servegen-m-large-d13-night",
+    "servegen-m-large-d12-early",
+    "servegen-m-small-d2-late",
+)
 
 
 @pytest.mark.parametrize(
@@ -145,7 +150,8 @@ THIRTY_NINTH = (
         (THIRTY_SIXTH, THIRTY_SEVENTH),
         (THIRTY_SEVENTH, THIRTY_EIGHTH),
         (THIRTY_EIGHTH, THIRTY_NINTH),
-        (THIRTY_NINTH, ()),
+        (THIRTY_NINTH, FORTIETH),
+        (FORTIETH, ()),
     ],
     ids=[
         "14th",
@@ -174,6 +180,7 @@ THIRTY_NINTH = (
         "37th (script)",
         "38th (script)",
         "39th (script)",
+        "40th (script)",
     ],
 )
 def test_the_script_reproduces_the_hand_run_splits(
