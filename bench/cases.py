@@ -196,7 +196,12 @@ window, frozen in 0b7cc2b); those three were run once in full and swept with tho
 defaults, and the fortieth split (2026-12-07) moved them into tuning and held out the next
 three the script printed: servegen-m-large day 13, 01:30-03:00 (a night fall and rebound)
 and day 12, 01:30-03:00 (a night fall and rebound), and servegen-m-small day 2,
-23:00-00:30 (a late-evening decline). The
+23:00-00:30 (a late-evening decline). The forty-first round changed no default; those
+three were run once in full and swept with 0b7cc2b's defaults, and the forty-first split
+(2026-12-07) moved them into tuning and held out the next three the script printed:
+servegen-m-large day 12, 11:30-13:00 (a midday fall and rebound) and day 11, 14:30-16:00
+(an afternoon dip and recovery), and servegen-m-small day 9, 23:00-00:30 (a late-evening
+decline). The
 held-out cases (`held_out=True`) are never used to tune anything, and results on them
 are the honest ones.
 """
@@ -671,19 +676,30 @@ CASES = (
     # Day 14, 03:30-05:00: a night plateau with a spike, ~1,269-1,395 req/s, ~1,651 at
     # 04:30, ~1,186-1,279 after (x0.03).
     _servegen("servegen-m-small-d14-night", "m-small", day=14, start_h=3.5, hours=1.5),
-    # Held out from here on: chosen in the fortieth split of 2026-12-07 by
-    # `bench/holdout.py`, before anything ran on them.
+    # Held out in the fortieth split of 2026-12-07 by `bench/holdout.py`, run once and
+    # swept the same day (with 0b7cc2b's defaults): tuning now.
     # Day 13, 01:30-03:00: a night fall and rebound, ~140-152 req/s, ~74-92 from 01:50,
     # ~108-120 at 02:30-02:40, ~79 after (x0.1).
-    _servegen(
-        "servegen-m-large-d13-night", "m-large", day=13, start_h=1.5, hours=1.5, held_out=True
-    ),
+    _servegen("servegen-m-large-d13-night", "m-large", day=13, start_h=1.5, hours=1.5),
     # Day 12, 01:30-03:00: a night fall and rebound, ~188 req/s, ~147 at 01:40, ~115-121
     # from 01:50, ~146-155 at 02:30-02:40, ~112 after (x0.1).
-    _servegen(
-        "servegen-m-large-d12-early", "m-large", day=12, start_h=1.5, hours=1.5, held_out=True
-    ),
+    _servegen("servegen-m-large-d12-early", "m-large", day=12, start_h=1.5, hours=1.5),
     # Day 2, 23:00-00:30: a late-evening decline, ~1,255-1,266 req/s, ~1,106-1,131 from
     # 23:20, ~1,012-1,018 from 23:40, ~805-982 after midnight (x0.03).
-    _servegen("servegen-m-small-d2-late", "m-small", day=2, start_h=23, hours=1.5, held_out=True),
+    _servegen("servegen-m-small-d2-late", "m-small", day=2, start_h=23, hours=1.5),
+    # Held out from here on: chosen in the forty-first split of 2026-12-07 by
+    # `bench/holdout.py`, before anything ran on them.
+    # Day 12, 11:30-13:00: a midday fall and rebound, ~165 req/s, ~149 at 11:40, ~92-122
+    # from 11:50, ~129-130 at 12:30-12:40, ~94 after (x0.1).
+    _servegen(
+        "servegen-m-large-d12-noon", "m-large", day=12, start_h=11.5, hours=1.5, held_out=True
+    ),
+    # Day 11, 14:30-16:00: an afternoon dip and recovery, ~200-221 req/s, ~148-160 from
+    # 14:50, ~194 at 15:30, ~164-174 after (x0.1).
+    _servegen(
+        "servegen-m-large-d11-afternoon", "m-large", day=11, start_h=14.5, hours=1.5, held_out=True
+    ),
+    # Day 9, 23:00-00:30: a late-evening decline, ~1,412-1,483 req/s, ~1,208-1,356 from
+    # 23:20, ~1,030-1,155 from 23:50 (x0.03).
+    _servegen("servegen-m-small-d9-late", "m-small", day=9, start_h=23, hours=1.5, held_out=True),
 )

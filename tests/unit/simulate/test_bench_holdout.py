@@ -120,6 +120,11 @@ FORTIETH = (
     "servegen-m-large-d12-early",
     "servegen-m-small-d2-late",
 )
+FORTY_FIRST = (
+    "servegen-m-large-d12-noon",
+    "servegen-m-large-d11-afternoon",
+    "servegen-m-small-d9-late",
+)
 
 
 @pytest.mark.parametrize(
@@ -151,7 +156,8 @@ FORTIETH = (
         (THIRTY_SEVENTH, THIRTY_EIGHTH),
         (THIRTY_EIGHTH, THIRTY_NINTH),
         (THIRTY_NINTH, FORTIETH),
-        (FORTIETH, ()),
+        (FORTIETH, FORTY_FIRST),
+        (FORTY_FIRST, ()),
     ],
     ids=[
         "14th",
@@ -181,6 +187,7 @@ FORTIETH = (
         "38th (script)",
         "39th (script)",
         "40th (script)",
+        "41st (script)",
     ],
 )
 def test_the_script_reproduces_the_hand_run_splits(
