@@ -156,6 +156,7 @@ def _finish(
     rec: Recommendation,
     config: PolicyConfig,
 ) -> tuple[Recommendation, ScalingState]:
+    model = _track_raised(obs, final=rec.replicas, config=config, model=model)
     decisions = state.decisions
     last = decisions[-1] if decisions else None
     # A decision is recorded when the replica count or the reason changes: ten entries
@@ -382,6 +383,35 @@ def _calm_released(now: float | None, *, config: PolicyConfig, model: PolicyMode
     return now - model.calm_since >= release
 
 
+def _calm_share(obs: Observation, *, config: PolicyConfig, model: PolicyModel) -> float:
+    """The share of its SLO the worst watched P99 may sit at for a sample to be calm:
+    `config.untested_release_pressure_unraised` (when set) while the fleet runs more
+    replicas than the most this policy scaled it up to within
+    `config.untested_release_raised_seconds`, else `config.untested_release_pressure`."""
+    unraised = config.untested_release_pressure_unraised
+    if unraised <= 0.0:
+        return config.untested_release_pressure
+    keep = config.untested_release_raised_seconds
+    recent = [r for t, r in model.raised if t > obs.now - keep]
+    most = max(recent, default=0.0)
+    return unraised if obs.current_replicas > most else config.untested_release_pressure
+
+
+def _track_raised(
+    obs: Observation, *, final: int, config: PolicyConfig, model: PolicyModel
+) -> PolicyModel:
+    """`PolicyModel.raised`: a decision that scales the fleet up to `final` is
+    remembered for `config.untested_release_raised_seconds` (with
+    `config.untested_release_pressure_unraised` set; else nothing is kept)."""
+    if config.untested_release_pressure_unraised <= 0.0:
+        return model if not model.raised else model._replace(raised=())
+    if final <= obs.current_replicas:
+        return model
+    keep = config.untested_release_raised_seconds
+    raised = state_mod.push_peak(model.raised, now=obs.now, value=float(final), keep=keep)
+    return model._replace(raised=raised)
+
+
 def _track_calm(obs: Observation, *, config: PolicyConfig, model: PolicyModel) -> PolicyModel:
     """`PolicyModel.calm_since`: the first sample time since which every sample's worst
     watched P99 was at most `config.untested_release_pressure` of its SLO with no queue
@@ -399,7 +429,7 @@ def _track_calm(obs: Observation, *, config: PolicyConfig, model: PolicyModel) -
     share = pressure(obs, config)
     allowance = config.queue_depth_per_replica * max(obs.warmed_replicas, 1)
     queued = obs.queue_depth is not None and obs.queue_depth > allowance
-    if share is not None and share <= config.untested_release_pressure and not queued:
+    if share is not None and share <= _calm_share(obs, config=config, model=model) and not queued:
         if model.loud_since is not None:
             model = model._replace(loud_since=None)
         if model.calm_since is None:

@@ -121,6 +121,10 @@ class PolicyModel(NamedTuple):
     # The first sample time of the current run of samples over the calm share that the
     # grace (`untested_release_grace_seconds`) tolerates; None while calm.
     loud_since: float | None = None
+    # The replica counts this policy scaled the fleet up to within
+    # `untested_release_raised_seconds`, as a sliding max (see push_peak): (time, count),
+    # counts strictly decreasing. Kept only with `untested_release_pressure_unraised`.
+    raised: tuple[tuple[float, float], ...] = ()
 
 
 def load(data: dict[str, Any], *, config: PolicyConfig) -> PolicyModel:
@@ -167,6 +171,7 @@ def _parse(data: dict[str, Any], *, config: PolicyConfig) -> PolicyModel:
         saturated=bool(data.get("sat", False)),
         calm_since=None if data.get("cs") is None else float(data["cs"]),
         loud_since=None if data.get("ls") is None else float(data["ls"]),
+        raised=tuple((float(t), float(r)) for t, r in data.get("rz", ())),
     )
 
 
@@ -193,6 +198,7 @@ def dump(m: PolicyModel, *, config: PolicyConfig) -> dict[str, Any]:
         "sat": m.saturated,
         "cs": m.calm_since,
         "ls": m.loud_since,
+        "rz": [[t, r] for t, r in m.raised],
     }
 
 

@@ -240,6 +240,17 @@ class PolicyConfig:
     # held from minute 41 to the end where two served (docs/policy.md, "Thirty-eighth
     # round, second round"). 0: every such sample restarts the clock.
     untested_release_grace_seconds: float = 0.0
+    # With a release time set and this > 0: the calm share while the fleet runs more
+    # replicas than the most this policy scaled it up to within
+    # `untested_release_raised_seconds` (`PolicyModel.raised`): pods it started with, or
+    # kept since a rise that is that long past, rather than pods a rise in the load just
+    # asked for. On servegen-m-small-d14-night 85 % of the excess over the oracle was a
+    # third pod of the start's, held for good at a worst P99 of 0.36-0.45 of its SLO (over
+    # the 0.35 share); on servegen-m-small-d3-am, where a share of 0.5 released a third pod
+    # that a rise needed, the policy had itself added it for load minutes before
+    # (docs/policy.md, "Forty-second round"). 0: `untested_release_pressure` throughout.
+    untested_release_pressure_unraised: float = 0.0
+    untested_release_raised_seconds: float = 3600.0
     # With `adaptive`: a scale-down may load each remaining replica with at most this
     # multiple of the heaviest load per replica the pods were seen serving within the SLO
     # (CapacityModel.tested_load). The capacity estimate above that load is a prior or an
@@ -375,14 +386,21 @@ class PolicyConfig:
             and 0.0 < self.untested_release_pressure <= 1.0
             and self.untested_release_fleet >= 1
             and 0.0 <= self.untested_release_grace_seconds <= 3_600.0
+            and 0.0 <= self.untested_release_pressure_unraised <= 1.0
+            and 0.0 <= self.untested_release_raised_seconds <= 86_400.0
         ):
             raise ValueError(
                 f"untested_release_seconds {self.untested_release_seconds!r}, "
                 f"untested_release_pressure {self.untested_release_pressure!r}, "
                 f"untested_release_fleet {self.untested_release_fleet!r}, "
-                f"untested_release_grace_seconds {self.untested_release_grace_seconds!r}: "
+                f"untested_release_grace_seconds {self.untested_release_grace_seconds!r}, "
+                "untested_release_pressure_unraised "
+                f"{self.untested_release_pressure_unraised!r}, "
+                f"untested_release_raised_seconds {self.untested_release_raised_seconds!r}: "
                 "give a calm time of 0 to 86400 s (0: off), a share of the SLO, "
-                "0 < x <= 1, a fleet of 1 replica or more and a grace of 0 to 3600 s"
+                "0 < x <= 1, a fleet of 1 replica or more, a grace of 0 to 3600 s, a calm "
+                "share for replicas not scaled up to of 0 to 1 (0: off) and a memory of "
+                "scale-ups of 0 to 86400 s"
             )
         if not 0.0 <= self.queue_buildup_cliff <= 1.0:
             raise ValueError(

@@ -927,6 +927,54 @@ def test_a_grace_lets_the_calm_clock_run_through_brief_loud_samples() -> None:
     assert state.load(st.model, config=graced).loud_since == T0 + 14.0
 
 
+def three_at_a_share(config: PolicyConfig, *, raised: bool) -> tuple[int, ScalingState]:
+    """Three pods serve 440 tok/s between them for 40 minutes at a P99 of 0.9 s (0.45 of
+    the 2 s SLO, over the 0.35 calm share), no queue. With `raised`, two pods first queue
+    (0 -> 8 -> 16) and the policy itself asks for the third."""
+    st, t = ScalingState(), T0
+    if raised:
+        for q in (0.0, 8.0, 16.0):
+            _, st = recommender.recommend(
+                replace(obs(t, rate=400.0, replicas=2, p99=0.6), queue_depth=q),
+                config=config,
+                state=st,
+            )
+            t += 15.0
+    rec = None
+    for _ in range(160):
+        rec, st = recommender.recommend(
+            obs(t, rate=440.0, replicas=3, p99=0.9), config=config, state=st
+        )
+        t += 15.0
+    assert rec is not None
+    return rec.replicas, st
+
+
+def test_a_looser_calm_share_releases_only_pods_the_policy_did_not_scale_up_to() -> None:
+    """The forty-second round's field, off by default: three pods at 0.45 of the SLO are
+    never calm at the 0.35 share and stay 3; with `untested_release_pressure_unraised` 0.5
+    they are calm when the fleet started at 3 (the third goes after the 20 calm minutes),
+    not when the policy scaled 2 up to 3 for load within `untested_release_raised_seconds`
+    (the last scale-up to the most is remembered, `rz`), and again when that memory is shorter than the
+    40 minutes."""
+    assert PolicyConfig().untested_release_pressure_unraised == 0.0
+    assert PolicyConfig().untested_release_raised_seconds == 3600.0
+    assert three_at_a_share(CONFIG, raised=False)[0] == 3
+    assert three_at_a_share(CONFIG, raised=True)[0] == 3
+    looser = replace(CONFIG, untested_release_pressure_unraised=0.5)
+    assert three_at_a_share(looser, raised=False)[0] == 2
+    held, st = three_at_a_share(looser, raised=True)
+    assert held == 3
+    assert st.model["rz"] == [[T0 + 30.0, 3.0]]
+    assert state.load(st.model, config=looser).raised == ((T0 + 30.0, 3.0),)
+    short = replace(looser, untested_release_raised_seconds=600.0)
+    assert three_at_a_share(short, raised=True)[0] == 2
+    assert (
+        three_at_a_share(replace(looser, untested_release_pressure_unraised=0.4), raised=False)[0]
+        == 3
+    )
+
+
 def test_a_calm_release_outside_its_range_is_refused() -> None:
     with pytest.raises(ValueError, match=r"untested_release_seconds -1\.0, .*: give a calm"):
         PolicyConfig(untested_release_seconds=-1.0)
@@ -934,8 +982,12 @@ def test_a_calm_release_outside_its_range_is_refused() -> None:
         PolicyConfig(untested_release_pressure=0.0)
     with pytest.raises(ValueError, match=r"untested_release_fleet 0, .*: give a calm"):
         PolicyConfig(untested_release_fleet=0)
-    with pytest.raises(ValueError, match=r"untested_release_grace_seconds -1\.0: give a calm"):
+    with pytest.raises(ValueError, match=r"untested_release_grace_seconds -1\.0, .*: give a calm"):
         PolicyConfig(untested_release_grace_seconds=-1.0)
+    with pytest.raises(ValueError, match=r"untested_release_pressure_unraised 1\.5, .*: give"):
+        PolicyConfig(untested_release_pressure_unraised=1.5)
+    with pytest.raises(ValueError, match=r"untested_release_raised_seconds -1\.0: give"):
+        PolicyConfig(untested_release_raised_seconds=-1.0)
 
 
 def one_pod_queues_for_a_moment(config: PolicyConfig, *, p99: float) -> tuple[int, str]:
