@@ -201,7 +201,12 @@ three were run once in full and swept with 0b7cc2b's defaults, and the forty-fir
 (2026-12-07) moved them into tuning and held out the next three the script printed:
 servegen-m-large day 12, 11:30-13:00 (a midday fall and rebound) and day 11, 14:30-16:00
 (an afternoon dip and recovery), and servegen-m-small day 9, 23:00-00:30 (a late-evening
-decline). The
+decline). The forty-second round changed no default; those three were run once in full
+and swept with 0b7cc2b's defaults, and the forty-second split (2026-12-08) moved them into
+tuning and held out the next three the script printed: servegen-m-large day 10,
+11:30-13:00 (a midday fall and partial rebound) and day 13, 05:30-07:00 (an early-morning
+trough and spike), and servegen-m-small day 14, 06:30-08:00 (a morning plateau with
+swings). The
 held-out cases (`held_out=True`) are never used to tune anything, and results on them
 are the honest ones.
 """
@@ -687,19 +692,32 @@ CASES = (
     # Day 2, 23:00-00:30: a late-evening decline, ~1,255-1,266 req/s, ~1,106-1,131 from
     # 23:20, ~1,012-1,018 from 23:40, ~805-982 after midnight (x0.03).
     _servegen("servegen-m-small-d2-late", "m-small", day=2, start_h=23, hours=1.5),
-    # Held out from here on: chosen in the forty-first split of 2026-12-07 by
-    # `bench/holdout.py`, before anything ran on them.
+    # Held out in the forty-first split of 2026-12-07 by `bench/holdout.py`, run once and
+    # swept on 2026-12-08 (with 0b7cc2b's defaults): tuning now.
     # Day 12, 11:30-13:00: a midday fall and rebound, ~165 req/s, ~149 at 11:40, ~92-122
     # from 11:50, ~129-130 at 12:30-12:40, ~94 after (x0.1).
-    _servegen(
-        "servegen-m-large-d12-noon", "m-large", day=12, start_h=11.5, hours=1.5, held_out=True
-    ),
+    _servegen("servegen-m-large-d12-noon", "m-large", day=12, start_h=11.5, hours=1.5),
     # Day 11, 14:30-16:00: an afternoon dip and recovery, ~200-221 req/s, ~148-160 from
     # 14:50, ~194 at 15:30, ~164-174 after (x0.1).
-    _servegen(
-        "servegen-m-large-d11-afternoon", "m-large", day=11, start_h=14.5, hours=1.5, held_out=True
-    ),
+    _servegen("servegen-m-large-d11-afternoon", "m-large", day=11, start_h=14.5, hours=1.5),
     # Day 9, 23:00-00:30: a late-evening decline, ~1,412-1,483 req/s, ~1,208-1,356 from
     # 23:20, ~1,030-1,155 from 23:50 (x0.03).
-    _servegen("servegen-m-small-d9-late", "m-small", day=9, start_h=23, hours=1.5, held_out=True),
+    _servegen("servegen-m-small-d9-late", "m-small", day=9, start_h=23, hours=1.5),
+    # Held out from here on: chosen in the forty-second split of 2026-12-08 by
+    # `bench/holdout.py`, before anything ran on them.
+    # Day 10, 11:30-13:00: a midday fall and partial rebound, ~192-195 req/s, ~143-153
+    # from 11:50, ~123-124 at 12:10-12:20, ~140-148 at 12:30-12:40, ~126 after (x0.1).
+    _servegen(
+        "servegen-m-large-d10-midday", "m-large", day=10, start_h=11.5, hours=1.5, held_out=True
+    ),
+    # Day 13, 05:30-07:00: an early-morning trough and spike, ~81 req/s, ~67 at 05:40,
+    # ~49-57 from 05:50, ~115-121 at 06:30-06:40, ~61 after (x0.1).
+    _servegen(
+        "servegen-m-large-d13-dawn", "m-large", day=13, start_h=5.5, hours=1.5, held_out=True
+    ),
+    # Day 14, 06:30-08:00: a morning plateau with swings, ~1,363-1,585 req/s, ~1,689 at
+    # 07:30, ~1,570 at 07:40, ~1,236 after (x0.03).
+    _servegen(
+        "servegen-m-small-d14-early", "m-small", day=14, start_h=6.5, hours=1.5, held_out=True
+    ),
 )

@@ -955,8 +955,8 @@ def test_a_looser_calm_share_releases_only_pods_the_policy_did_not_scale_up_to()
     never calm at the 0.35 share and stay 3; with `untested_release_pressure_unraised` 0.5
     they are calm when the fleet started at 3 (the third goes after the 20 calm minutes),
     not when the policy scaled 2 up to 3 for load within `untested_release_raised_seconds`
-    (the last scale-up to the most is remembered, `rz`), and again when that memory is shorter than the
-    40 minutes."""
+    (the last scale-up to the most is remembered, `rz`), and again when that memory is
+    shorter than the 40 minutes."""
     assert PolicyConfig().untested_release_pressure_unraised == 0.0
     assert PolicyConfig().untested_release_raised_seconds == 3600.0
     assert three_at_a_share(CONFIG, raised=False)[0] == 3

@@ -125,6 +125,11 @@ FORTY_FIRST = (
     "servegen-m-large-d11-afternoon",
     "servegen-m-small-d9-late",
 )
+FORTY_SECOND = (
+    "servegen-m-large-d10-midday",
+    "servegen-m-large-d13-dawn",
+    "servegen-m-small-d14-early",
+)
 
 
 @pytest.mark.parametrize(
@@ -157,7 +162,8 @@ FORTY_FIRST = (
         (THIRTY_EIGHTH, THIRTY_NINTH),
         (THIRTY_NINTH, FORTIETH),
         (FORTIETH, FORTY_FIRST),
-        (FORTY_FIRST, ()),
+        (FORTY_FIRST, FORTY_SECOND),
+        (FORTY_SECOND, ()),
     ],
     ids=[
         "14th",
@@ -188,6 +194,7 @@ FORTY_FIRST = (
         "39th (script)",
         "40th (script)",
         "41st (script)",
+        "42nd (script)",
     ],
 )
 def test_the_script_reproduces_the_hand_run_splits(
