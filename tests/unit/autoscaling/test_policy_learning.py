@@ -798,6 +798,21 @@ def test_a_burst_cap_or_steady_windows_under_1_is_refused(cap: float, windows: f
         PolicyConfig(burst_cap=cap, burst_steady_windows=windows)
 
 
+def queue_builds(
+    config: PolicyConfig, st: ScalingState, t: float, *, replicas: int
+) -> tuple[ScalingState, float]:
+    """`replicas` pods at 400 tok/s between them whose queue grows 0 -> 8 -> 16 (P99 at
+    0.3 of the SLO): the policy asks for more. Returns the state and the next time."""
+    for q in (0.0, 8.0, 16.0):
+        _, st = recommender.recommend(
+            replace(obs(t, rate=400.0, replicas=replicas, p99=0.6), queue_depth=q),
+            config=config,
+            state=st,
+        )
+        t += 15.0
+    return st, t
+
+
 def three_calm_after_a_queue(
     config: PolicyConfig, *, loud_every: int = 0, loud_p99: float = 0.8
 ) -> tuple[int, str]:
@@ -806,14 +821,7 @@ def three_calm_after_a_queue(
     the one pod's load forgotten). With `loud_every` n, every nth sample's P99 is
     `loud_p99` s (0.4 of the 2 s SLO by default), not 0.6. Returns the replicas asked for
     and the message."""
-    st, t = ScalingState(), T0
-    for q in (0.0, 8.0, 16.0):
-        _, st = recommender.recommend(
-            replace(obs(t, rate=400.0, replicas=1, p99=0.6), queue_depth=q),
-            config=config,
-            state=st,
-        )
-        t += 15.0
+    st, t = queue_builds(config, ScalingState(), T0, replicas=1)
     rec = None
     for i in range(160):
         loud = loud_every and i % loud_every == loud_every - 1 and i < 150
@@ -933,13 +941,7 @@ def three_at_a_share(config: PolicyConfig, *, raised: bool) -> tuple[int, Scalin
     (0 -> 8 -> 16) and the policy itself asks for the third."""
     st, t = ScalingState(), T0
     if raised:
-        for q in (0.0, 8.0, 16.0):
-            _, st = recommender.recommend(
-                replace(obs(t, rate=400.0, replicas=2, p99=0.6), queue_depth=q),
-                config=config,
-                state=st,
-            )
-            t += 15.0
+        st, t = queue_builds(config, st, t, replicas=2)
     rec = None
     for _ in range(160):
         rec, st = recommender.recommend(
