@@ -798,6 +798,28 @@ def test_a_burst_cap_or_steady_windows_under_1_is_refused(cap: float, windows: f
         PolicyConfig(burst_cap=cap, burst_steady_windows=windows)
 
 
+def steady(
+    config: PolicyConfig,
+    st: ScalingState,
+    t: float,
+    *,
+    samples: int,
+    rate: float,
+    replicas: int,
+    p99: float,
+) -> tuple[Recommendation, ScalingState, float]:
+    """`samples` 15 s samples of `replicas` pods serving `rate` at `p99`, not acted on.
+    Returns the last recommendation, the state and the next time."""
+    rec = None
+    for _ in range(samples):
+        rec, st = recommender.recommend(
+            obs(t, rate=rate, replicas=replicas, p99=p99), config=config, state=st
+        )
+        t += 15.0
+    assert rec is not None
+    return rec, st, t
+
+
 def queue_builds(
     config: PolicyConfig, st: ScalingState, t: float, *, replicas: int
 ) -> tuple[ScalingState, float]:
@@ -889,13 +911,7 @@ def two_calm_after_one(config: PolicyConfig) -> tuple[int, str]:
             obs(t, rate=300.0, replicas=1, p99=0.6), config=config, state=st
         )
         t += 15.0
-    rec = None
-    for _ in range(80):
-        rec, st = recommender.recommend(
-            obs(t, rate=380.0, replicas=2, p99=0.6), config=config, state=st
-        )
-        t += 15.0
-    assert rec is not None
+    rec, st, t = steady(config, st, t, samples=80, rate=380.0, replicas=2, p99=0.6)
     return rec.replicas, rec.message
 
 
@@ -942,13 +958,7 @@ def three_at_a_share(config: PolicyConfig, *, raised: bool) -> tuple[int, Scalin
     st, t = ScalingState(), T0
     if raised:
         st, t = queue_builds(config, st, t, replicas=2)
-    rec = None
-    for _ in range(160):
-        rec, st = recommender.recommend(
-            obs(t, rate=440.0, replicas=3, p99=0.9), config=config, state=st
-        )
-        t += 15.0
-    assert rec is not None
+    rec, st, t = steady(config, st, t, samples=160, rate=440.0, replicas=3, p99=0.9)
     return rec.replicas, st
 
 
